@@ -1,0 +1,78 @@
+"""OTP for trio: processes, handles, links, monitors, supervisors, registry, node.
+
+This layer knows nothing of LLMs and can be used on its own::
+
+    import condukt
+
+    class Counter(condukt.Server):
+        async def init(self, start=0):
+            self.n = start
+        async def handle_call(self, request, caller):
+            return self.n
+        async def handle_cast(self, message):
+            self.n += message[1]
+
+    async with condukt.open_node() as node:
+        counter = await node.spawn(Counter, 5, name="counter")
+        await counter.cast(("add", 1))
+        assert await counter.call("get") == 6
+
+See ``docs/runtime.md`` for the full guide and how it maps onto OTP.
+"""
+
+from ._child_spec import DEFAULT_SHUTDOWN, ChildCounts, ChildSpec, RestartType
+from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
+from ._errors import (
+    CallError,
+    CallingSelf,
+    CallTimeout,
+    ChildNotFound,
+    ChildRunning,
+    ConduktError,
+    MailboxFull,
+    NameTaken,
+    NoProc,
+    TooManyChildren,
+)
+from ._node import Monitor, Node, current_node, open_node
+from ._process import DEFAULT_MAILBOX_SIZE, Caller, Handle, MonitorRef, Server, TimerRef, UnhandledMessage
+from ._signals import NO_REPLY, Down, Exit, ExitReason, is_normal_exit, is_shutdown_exit
+from ._supervisor import Supervisor, SupervisorHandle
+
+__all__ = [
+    "DEFAULT_MAILBOX_SIZE",
+    "DEFAULT_SHUTDOWN",
+    "NO_REPLY",
+    "CallError",
+    "CallTimeout",
+    "Caller",
+    "CallingSelf",
+    "ChildCounts",
+    "ChildNotFound",
+    "ChildRunning",
+    "ChildSpec",
+    "ConduktError",
+    "Down",
+    "DynamicSupervisor",
+    "DynamicSupervisorHandle",
+    "Exit",
+    "ExitReason",
+    "Handle",
+    "MailboxFull",
+    "Monitor",
+    "MonitorRef",
+    "NameTaken",
+    "NoProc",
+    "Node",
+    "RestartType",
+    "Server",
+    "Supervisor",
+    "SupervisorHandle",
+    "TimerRef",
+    "TooManyChildren",
+    "UnhandledMessage",
+    "current_node",
+    "is_normal_exit",
+    "is_shutdown_exit",
+    "open_node",
+]

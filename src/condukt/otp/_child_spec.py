@@ -1,0 +1,202 @@
+"""How a supervisor starts a child: :class:`ChildSpec`, its validation, and spawning."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+from trio.lowlevel import current_task, wait_task_rescheduled
+
+from ._errors import NoProc
+from ._process import _RUNNING, DEFAULT_MAILBOX_SIZE, Handle, Server
+
+if TYPE_CHECKING:
+    from ._node import Node
+
+__all__ = ["ChildCounts", "ChildSpec", "RestartType", "start_process"]
+
+RestartType = Literal["permanent", "transient", "temporary"]
+_RESTART_TYPES = ("permanent", "transient", "temporary")
+_STRATEGIES = ("one_for_one", "one_for_all", "rest_for_one")
+
+#: Default ``shutdown`` budget (seconds) of a worker; supervisors get ``"infinity"``.
+DEFAULT_SHUTDOWN = 5.0
+
+
+def _check_start(instance: Any, attribute: Any, value: Any) -> None:
+    if not (isinstance(value, type) and issubclass(value, Server)):
+        raise TypeError(f"ChildSpec.start must be a condukt.Server subclass, got {value!r}")
+
+
+def _check_restart(instance: Any, attribute: Any, value: Any) -> None:
+    if value not in _RESTART_TYPES:
+        raise ValueError(f"unknown restart type {value!r}; expected one of {', '.join(_RESTART_TYPES)}")
+
+
+def _check_shutdown(instance: Any, attribute: Any, value: Any) -> None:
+    if value is None or value in ("brutal_kill", "infinity"):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
+        raise ValueError(
+            f"shutdown must be seconds >= 0, 'brutal_kill', 'infinity' or None, got {value!r}"
+        )
+
+
+def _check_mailbox(instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"mailbox_size must be a positive int, got {value!r}")
+
+
+@attrs.frozen
+class ChildSpec:
+    """How to start (and restart) one child of a supervisor.
+
+    ``start(*args, **kwargs)`` names the :class:`Server` subclass and the
+    arguments of its ``init``. ``restart`` is ``"permanent"`` (always
+    restarted), ``"transient"`` (restarted only after an exit other than
+    ``"normal"``/``"shutdown"``) or ``"temporary"`` (never). ``shutdown`` is
+    how many seconds ``terminate`` gets when the supervisor stops the child,
+    ``"brutal_kill"`` to kill it without ``terminate``, or ``"infinity"``;
+    ``None`` means 5 s for workers and ``"infinity"`` for supervisors, as in
+    OTP. ``name`` registers each incarnation under that name on the node.
+    ``id`` identifies the child within a static supervisor (dynamic
+    supervisors ignore it; pass ``None``).
+    """
+
+    id: Hashable | None
+    start: type[Server] = attrs.field(validator=_check_start)
+    args: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
+    restart: RestartType = attrs.field(default="permanent", validator=_check_restart)
+    shutdown: float | Literal["brutal_kill", "infinity"] | None = attrs.field(
+        default=None, validator=_check_shutdown
+    )
+    name: Hashable | None = None
+    mailbox_size: int | None = attrs.field(default=None, validator=_check_mailbox)
+
+    @property
+    def is_supervisor(self) -> bool:
+        """Whether this child is itself a supervisor."""
+        return bool(self.start._eager_nursery)
+
+    @property
+    def brutal_kill(self) -> bool:
+        """Whether the supervisor kills this child without ``terminate``."""
+        return self.shutdown == "brutal_kill"
+
+    @property
+    def shutdown_timeout(self) -> float | None:
+        """The ``terminate`` budget in seconds (``None``: unbounded)."""
+        value = self.shutdown
+        if value is None:
+            return None if self.is_supervisor else DEFAULT_SHUTDOWN
+        if value == "infinity":
+            return None
+        if value == "brutal_kill":
+            return DEFAULT_SHUTDOWN  # budget for self-initiated exits only
+        return float(value)
+
+
+@attrs.frozen
+class ChildCounts:
+    """What ``count_children`` reports (OTP's ``count_children/1``)."""
+
+    specs: int
+    active: int
+    supervisors: int
+    workers: int
+
+
+def validate_intensity(max_restarts: Any, max_seconds: Any) -> None:
+    """Raise ``TypeError``/``ValueError`` for a bad restart intensity."""
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int):
+        raise TypeError(f"max_restarts must be an int, got {max_restarts!r}")
+    if max_restarts < 0:
+        raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
+    if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)):
+        raise TypeError(f"max_seconds must be a number, got {max_seconds!r}")
+    if not max_seconds > 0:
+        raise ValueError(f"max_seconds must be > 0, got {max_seconds}")
+
+
+def validate_supervisor(
+    children: Iterable[ChildSpec], strategy: Any, max_restarts: Any, max_seconds: Any
+) -> list[ChildSpec]:
+    """Check a static supervisor's configuration; returns the children as a list."""
+    if strategy not in _STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(_STRATEGIES)}")
+    validate_intensity(max_restarts, max_seconds)
+    if isinstance(children, (str, bytes, ChildSpec)) or not isinstance(children, Iterable):
+        raise TypeError("children must be a list of ChildSpec")
+    specs = list(children)
+    seen: set[Hashable] = set()
+    for spec in specs:
+        if not isinstance(spec, ChildSpec):
+            raise TypeError(f"children must be ChildSpec instances, got {spec!r}")
+        if spec.id is None:
+            raise ValueError(f"a static supervisor's child needs an id: {spec!r}")
+        if spec.id in seen:
+            raise ValueError(f"duplicate child id {spec.id!r}")
+        seen.add(spec.id)
+    return specs
+
+
+async def start_process(
+    node: Node,
+    cls: type[Server],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    *,
+    nursery: trio.Nursery,
+    name: Hashable | None = None,
+    mailbox_size: int | None = None,
+    shutdown: float | None = DEFAULT_SHUTDOWN,
+    parent: Handle | None = None,
+    key: Any = None,
+) -> Handle:
+    """Create a process, run its ``init`` and start its loop in ``nursery``.
+
+    Ordinary servers run ``init`` right here, in the starting task (OTP's
+    ``start_link`` also blocks until ``init`` returns); supervisors run it in
+    their own task, inside the nursery their children will live in. Raises
+    whatever ``init`` raised, with nothing left running or registered.
+    """
+    handle = cls.handle_class(
+        node, cls, name, DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size, shutdown
+    )
+    handle._parent = parent
+    handle._child_key = key
+    server = cls()
+    server.handle = handle
+    handle._server = server
+    if name is not None:
+        node._register(name, handle)
+    node._process_count += 1
+    handle._init_task = current_task()
+    if cls._eager_nursery:
+        handle._args = tuple(args)
+        handle._kwargs = dict(kwargs)
+        try:
+            nursery.start_soon(handle._main)
+        except RuntimeError:
+            handle._exit("shutdown", notify=False)
+            raise NoProc("the supervisor is shutting down") from None
+        await wait_task_rescheduled(handle._abort_init_wait)
+        return handle
+    try:
+        await server.init(*args, **kwargs)
+    except BaseException as exc:
+        handle._init_task = None
+        handle._exit(exc if isinstance(exc, Exception) else "killed", notify=False)
+        raise
+    handle._init_task = None
+    handle._state = _RUNNING
+    try:
+        nursery.start_soon(handle._main)
+    except RuntimeError:
+        handle._exit("shutdown", notify=False)
+        raise NoProc("the supervisor is shutting down") from None
+    return handle

@@ -1,0 +1,167 @@
+"""Dynamic supervisors (Elixir's ``DynamicSupervisor``): many children started on demand."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ._child_spec import ChildCounts, ChildSpec, start_process, validate_intensity
+from ._errors import ChildNotFound, NoProc, TooManyChildren
+from ._process import Handle, Server
+from ._signals import ChildExited, ExitReason
+from ._supervisor import RestartIntensity, needs_restart, stop_child
+
+__all__ = ["DynamicSupervisor", "DynamicSupervisorHandle"]
+
+logger = logging.getLogger("condukt.otp")
+
+
+class DynamicSupervisorHandle(Handle):
+    """The handle of a :class:`DynamicSupervisor`.
+
+    ``start_child`` and ``terminate_child`` run in the calling task (no round
+    trip through the supervisor's mailbox), so many tasks can start children
+    at once; each start still waits for that child's ``init``.
+    """
+
+    __slots__ = ()
+
+    def _sup(self) -> DynamicSupervisor:
+        server = self._server
+        if server is None:
+            raise NoProc(f"{self!r} is not alive")
+        assert isinstance(server, DynamicSupervisor)
+        return server
+
+    async def start_child(self, spec: ChildSpec) -> Handle:
+        """Start a child from ``spec`` (its ``id`` is ignored); returns its handle.
+
+        Raises :class:`TooManyChildren` at ``max_children``, :class:`NoProc`
+        if the supervisor is not running, and whatever the child's ``init``
+        raised.
+        """
+        if not isinstance(spec, ChildSpec):
+            raise TypeError(f"expected a ChildSpec, got {spec!r}")
+        return await self._sup()._start_child(spec)
+
+    async def terminate_child(self, child: Handle) -> None:
+        """Stop ``child`` for good (no restart); raises :class:`ChildNotFound` if it is not ours."""
+        sup = self._sup()
+        spec = sup._children.pop(child, None)
+        if spec is None:
+            raise ChildNotFound(f"{child!r} is not a child of {self!r}")
+        await stop_child(child, spec)
+
+    def count_children(self) -> ChildCounts:
+        """How many children run, and how many of them are supervisors."""
+        children = self._sup()._children
+        sups = sum(1 for spec in children.values() if spec.is_supervisor)
+        return ChildCounts(
+            specs=len(children), active=len(children), supervisors=sups, workers=len(children) - sups
+        )
+
+    def which_children(self) -> list[tuple[None, Handle]]:
+        """``(None, handle)`` for every running child, in start order."""
+        return [(None, handle) for handle in self._sup()._children]
+
+
+class DynamicSupervisor(Server):
+    """A supervisor for children started on demand, all alike (one_for_one).
+
+    Restart types and intensity work as for :class:`Supervisor`. On exit all
+    children are asked to stop at once and the supervisor waits for all of
+    them (as Elixir's ``DynamicSupervisor`` does); the node's root supervisor
+    instead stops them one by one in reverse start order.
+    """
+
+    handle_class = DynamicSupervisorHandle
+    _eager_nursery = True
+
+    async def init(  # type: ignore[override]
+        self,
+        max_children: int | None = None,
+        max_restarts: int = 3,
+        max_seconds: float = 5.0,
+        *,
+        ordered_shutdown: bool = False,
+    ) -> None:
+        validate_intensity(max_restarts, max_seconds)
+        if max_children is not None and (
+            isinstance(max_children, bool) or not isinstance(max_children, int) or max_children < 0
+        ):
+            raise ValueError(f"max_children must be None or an int >= 0, got {max_children!r}")
+        self._max_children = max_children
+        self._intensity = RestartIntensity(max_restarts, max_seconds)
+        self._ordered_shutdown = ordered_shutdown
+        self._children: dict[Handle, ChildSpec] = {}
+        self._starting = 0
+
+    async def _start_child(self, spec: ChildSpec) -> Handle:
+        me = self.handle
+        if me._stop is not None or not me.alive:
+            raise NoProc(f"{me!r} is not running")
+        limit = self._max_children
+        if limit is not None and len(self._children) + self._starting >= limit:
+            raise TooManyChildren(f"{me!r} already runs max_children={limit} children")
+        nursery = me._nursery
+        assert nursery is not None
+        self._starting += 1
+        try:
+            handle = await start_process(
+                me._node,
+                spec.start,
+                spec.args,
+                spec.kwargs,
+                nursery=nursery,
+                name=spec.name,
+                mailbox_size=spec.mailbox_size,
+                shutdown=spec.shutdown_timeout,
+                parent=me,
+                key=spec,
+            )
+        finally:
+            self._starting -= 1
+        if me._stop is not None:
+            # We began shutting down while the child ran init; it must not stay.
+            handle._request_exit("shutdown", terminate=True, timeout=spec.shutdown_timeout)
+            raise NoProc(f"{me!r} shut down while the child started")
+        self._children[handle] = spec
+        return handle
+
+    async def handle_info(self, message: Any) -> None:
+        if isinstance(message, ChildExited):
+            await self._child_exited(message.handle, message.reason)
+        else:
+            await super().handle_info(message)
+
+    async def _child_exited(self, handle: Handle, reason: ExitReason) -> None:
+        spec = self._children.pop(handle, None)
+        if spec is None or not needs_restart(spec.restart, reason):
+            return
+        while True:
+            if not self._intensity.allow():
+                logger.error("%r: restart intensity exceeded; shutting down", self.handle)
+                self.stop("shutdown")
+                return
+            try:
+                new = await self._start_child(spec)
+            except Exception as exc:
+                logger.error("%r: restarting a child failed", self.handle, exc_info=exc)
+                continue
+            logger.debug("%r restarted %r as %r", self.handle, handle, new)
+            return
+
+    async def terminate(self, reason: ExitReason) -> None:
+        children = list(self._children.items())
+        self._children.clear()
+        if self._ordered_shutdown:
+            for handle, spec in reversed(children):
+                await stop_child(handle, spec)
+            return
+        for handle, spec in reversed(children):
+            if spec.brutal_kill:
+                handle.kill()
+            else:
+                handle._request_exit("shutdown", terminate=True, timeout=spec.shutdown_timeout)
+        for handle, _ in children:
+            await handle.wait()

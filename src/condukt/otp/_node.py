@@ -1,0 +1,289 @@
+"""The node: root of all processes, registry of names, timers, and ``open_node``."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from contextvars import ContextVar, Token
+from types import TracebackType
+from typing import Any, TypeVar
+
+import attrs
+import trio
+
+from ._child_spec import ChildSpec, start_process, validate_intensity, validate_supervisor
+from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
+from ._errors import ConduktError, NameTaken
+from ._process import _DEAD, Handle, MonitorRef, Server
+from ._signals import Down
+from ._supervisor import Supervisor, SupervisorHandle
+from ._timers import TimerService
+
+__all__ = ["Monitor", "Node", "current_node", "open_node"]
+
+_current_node: ContextVar[Node | None] = ContextVar("condukt_node", default=None)
+
+H = TypeVar("H", bound=Handle)
+
+
+def current_node() -> Node | None:
+    """The node of the innermost enclosing ``open_node`` block (or process), if any."""
+    return _current_node.get()
+
+
+class Monitor:
+    """A monitor held by code outside any process; see :meth:`Node.monitor`."""
+
+    __slots__ = ("_event", "_ref", "down")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._ref: MonitorRef | None = None
+        #: The :class:`Down` once the process exited, else ``None``.
+        self.down: Down | None = None
+
+    def _on_down(self, down: Down) -> None:
+        if self.down is None:
+            self.down = down
+            self._event.set()
+
+    async def wait(self) -> Down:
+        """Wait for the monitored process to exit; returns the :class:`Down`."""
+        await self._event.wait()
+        assert self.down is not None
+        return self.down
+
+
+class _MonitorContext:
+    def __init__(self, handle: Handle) -> None:
+        self._handle = handle
+        self._monitor = Monitor()
+
+    async def __aenter__(self) -> Monitor:
+        handle, monitor = self._handle, self._monitor
+        ref = monitor._ref = MonitorRef(handle, monitor)
+        if handle._state == _DEAD:
+            ref._down("noproc")
+        else:
+            if handle._monitors is None:
+                handle._monitors = {}
+            handle._monitors[ref] = None
+        await trio.lowlevel.checkpoint()
+        return monitor
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        ref = self._monitor._ref
+        monitors = self._handle._monitors
+        if monitors and ref is not None:
+            monitors.pop(ref, None)
+
+
+class Node:
+    """One runtime: a root supervisor, a name registry and a timer service.
+
+    Get one with ``async with condukt.open_node() as node``. Everything
+    ``spawn`` and ``start_supervisor`` start is a temporary child of the root:
+    when it exits, for any reason, the node carries on.
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[Hashable, Handle] = {}
+        self._next_pid = 0
+        self._process_count = 0
+        self._timers = TimerService()
+        self._root: DynamicSupervisorHandle | None = None
+        #: Per-node services added by higher layers (HTTP client pools, limits, ...).
+        self.extensions: dict[str, Any] = {}
+
+    def _new_pid(self) -> int:
+        self._next_pid += 1
+        return self._next_pid
+
+    # ------------------------------------------------------------------ registry
+
+    def _register(self, name: Hashable, handle: Handle) -> None:
+        current = self._names.get(name)
+        if current is not None and current.alive:
+            raise NameTaken(name)  # type: ignore[arg-type]
+        self._names[name] = handle
+
+    def _unregister(self, name: Hashable, handle: Handle) -> None:
+        if self._names.get(name) is handle:
+            del self._names[name]
+
+    def whereis(self, name: Hashable) -> Handle | None:
+        """The live process registered under ``name``, or ``None``."""
+        handle = self._names.get(name)
+        return handle if handle is not None and handle.alive else None
+
+    def registered(self) -> list[Hashable]:
+        """Every name currently registered."""
+        return list(self._names)
+
+    @property
+    def process_count(self) -> int:
+        """How many processes run on this node (supervisors included, the root excluded)."""
+        root = self._root
+        return self._process_count - (1 if root is not None and root.alive else 0)
+
+    @property
+    def root(self) -> DynamicSupervisorHandle:
+        """The node's root supervisor."""
+        if self._root is None or not self._root.alive:
+            raise ConduktError("the node is not running")
+        return self._root
+
+    # ------------------------------------------------------------------ starting
+
+    async def spawn(
+        self,
+        server: type[Server],
+        *args: Any,
+        name: Hashable | None = None,
+        mailbox_size: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Start ``server`` under the node's root and return its handle.
+
+        ``init(*args, **kwargs)`` runs before this returns; what it raises is
+        raised here. ``name`` registers the process (:class:`NameTaken` if
+        taken). The process is a temporary child of the root: never
+        restarted, stopped when the node closes.
+        """
+        spec = ChildSpec(
+            None, server, args, kwargs, restart="temporary", name=name, mailbox_size=mailbox_size
+        )
+        return await self.root.start_child(spec)
+
+    async def start_supervisor(
+        self,
+        children: Iterable[ChildSpec],
+        *,
+        strategy: str = "one_for_one",
+        max_restarts: int = 3,
+        max_seconds: float = 5.0,
+        name: Hashable | None = None,
+    ) -> SupervisorHandle:
+        """Start a static :class:`Supervisor` of ``children`` under the root.
+
+        The configuration is checked before anything starts (``ValueError``
+        or ``TypeError``). Children start in order; if one fails to start,
+        those already started are stopped and its error is raised.
+        """
+        specs = validate_supervisor(children, strategy, max_restarts, max_seconds)
+        spec = ChildSpec(
+            None,
+            Supervisor,
+            kwargs={
+                "children": specs,
+                "strategy": strategy,
+                "max_restarts": max_restarts,
+                "max_seconds": max_seconds,
+            },
+            restart="temporary",
+            name=name,
+        )
+        handle: SupervisorHandle = await self.root.start_child(spec)
+        return handle
+
+    async def start_dynamic_supervisor(
+        self,
+        *,
+        max_children: int | None = None,
+        max_restarts: int = 3,
+        max_seconds: float = 5.0,
+        name: Hashable | None = None,
+    ) -> DynamicSupervisorHandle:
+        """Start a :class:`DynamicSupervisor` under the root."""
+        validate_intensity(max_restarts, max_seconds)
+        spec = ChildSpec(
+            None,
+            DynamicSupervisor,
+            kwargs={
+                "max_children": max_children,
+                "max_restarts": max_restarts,
+                "max_seconds": max_seconds,
+            },
+            restart="temporary",
+            name=name,
+        )
+        handle: DynamicSupervisorHandle = await self.root.start_child(spec)
+        return handle
+
+    def monitor(self, handle: Handle) -> _MonitorContext:
+        """Monitor ``handle`` from code outside any process.
+
+        ``async with node.monitor(h) as m: down = await m.wait()``. A dead
+        process yields ``Down(h, "noproc")`` at once.
+        """
+        return _MonitorContext(handle)
+
+
+@attrs.define
+class open_node:  # noqa: N801 - named like trio's open_* context managers
+    """``async with open_node() as node``: run a :class:`Node` for the block.
+
+    Leaving the block (normally, by an exception or by cancellation) stops
+    every process in reverse start order, each within its ``shutdown``
+    budget, so every ``terminate`` runs; then the node's tasks end. Process
+    crashes never escape the block: only an error of the block itself does.
+    """
+
+    _node: Node | None = None
+    _nursery_manager: Any = None
+    _nursery: trio.Nursery | None = None
+    _token: Token[Node | None] | None = None
+
+    async def __aenter__(self) -> Node:
+        node = self._node = Node()
+        # Set before any task starts so every process inherits it.
+        self._token = _current_node.set(node)
+        self._nursery_manager = trio.open_nursery()
+        nursery = self._nursery = await self._nursery_manager.__aenter__()
+        try:
+            nursery.start_soon(node._timers.run)
+            root = await start_process(
+                node,
+                DynamicSupervisor,
+                (),
+                {"ordered_shutdown": True},
+                nursery=nursery,
+                shutdown=None,
+            )
+            assert isinstance(root, DynamicSupervisorHandle)
+            node._root = root
+        except BaseException as exc:
+            nursery.cancel_scope.cancel()
+            _current_node.reset(self._token)
+            await self._nursery_manager.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return node
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        node = self._node
+        assert node is not None and node._root is not None
+        root = node._root
+        with trio.CancelScope(shield=True):
+            if root.alive:
+                root._request_exit("shutdown", terminate=True, timeout=None)
+                await root.wait()
+        if self._token is not None:
+            _current_node.reset(self._token)
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        try:
+            suppressed: bool = await self._nursery_manager.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            if exc is not None and _only(group, exc):
+                return False  # let the block's own exception propagate unwrapped
+            raise
+        return suppressed
+
+
+def _only(group: BaseExceptionGroup, exc: BaseException) -> bool:
+    rest = group.subgroup(lambda e: e is not exc and not isinstance(e, trio.Cancelled))
+    return rest is None

@@ -1,0 +1,869 @@
+"""Processes: the :class:`Server` behaviour, :class:`Handle`, callers, links and monitors.
+
+A process is one trio task running a mailbox loop over a :class:`Server`
+instance. Everything the runtime knows about a process lives on its
+:class:`Handle` (there is no separate process object), so a handle of a dead
+incarnation simply reports ``alive == False``.
+
+Hot paths (``call``, ``cast``, the mailbox loop) avoid per-message cancel
+scopes and channel machinery: a message is appended to a deque and the parked
+process task is rescheduled directly; a caller parks with
+:func:`trio.lowlevel.wait_task_rescheduled` and its timeout is an entry in the
+node's timer heap (see ``_timers``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import outcome
+import trio
+from trio.lowlevel import (
+    Abort,
+    ParkingLot,
+    Task,
+    checkpoint,
+    checkpoint_if_cancelled,
+    current_task,
+    reschedule,
+    wait_task_rescheduled,
+)
+
+from ._errors import CallError, CallingSelf, CallTimeout, ConduktError, MailboxFull, NoProc
+from ._signals import NO_REPLY, ChildExited, Down, Exit, ExitReason, is_normal_exit
+from ._timers import Timed
+
+if TYPE_CHECKING:
+    from ._node import Node
+
+__all__ = [
+    "DEFAULT_MAILBOX_SIZE",
+    "Caller",
+    "Handle",
+    "MonitorRef",
+    "Server",
+    "TimerRef",
+    "UnhandledMessage",
+]
+
+logger = logging.getLogger("condukt.otp")
+
+#: Default mailbox capacity (messages). ``cast``/``send``/``call`` wait for
+#: room beyond it; ``cast_nowait``/``send_nowait`` raise :class:`MailboxFull`.
+DEFAULT_MAILBOX_SIZE: Final = 1024
+
+#: Messages handled per scheduler pass before the loop yields to other tasks.
+_BATCH: Final = 64
+
+_CALL, _CAST, _INFO = 0, 1, 2
+_STARTING, _RUNNING, _DEAD = 0, 1, 2
+
+
+class UnhandledMessage(ConduktError):
+    """A server received a call or cast its class does not handle (OTP crashes too)."""
+
+
+# --------------------------------------------------------------------------- callers
+
+
+class Caller(Timed):
+    """The reply address of one pending call (OTP's ``From``).
+
+    Passed to :meth:`Server.handle_call`. Returning a value from
+    ``handle_call`` replies with it; returning :data:`NO_REPLY` defers the
+    reply until :meth:`reply` (or :meth:`reply_error`) is called, from any
+    task. Replies to a caller that already got an answer, timed out or was
+    cancelled are dropped and return ``False``.
+    """
+
+    __slots__ = ("_state", "_target", "_task", "_timeout")
+
+    def __init__(self, task: Task, target: Handle, timeout: float | None) -> None:
+        self._timer_state = 0
+        self._task = task
+        self._target = target
+        self._state = 0
+        self._timeout = timeout
+
+    @property
+    def pending(self) -> bool:
+        """True until the call is answered, times out or is withdrawn."""
+        return not self._state
+
+    def _finish(self) -> None:
+        self._state = 1
+        if self._timer_state == 1:
+            self._target._node._timers.cancel(self)
+        deferred = self._target._deferred
+        if deferred:
+            deferred.discard(self)
+
+    def reply(self, value: Any) -> bool:
+        """Answer the call with ``value``; returns whether the caller got it."""
+        if self._state:
+            return False
+        self._finish()
+        reschedule(self._task, outcome.Value(value))
+        return True
+
+    def reply_error(self, error: BaseException) -> bool:
+        """Make the caller's ``call`` raise ``error``; returns whether it was delivered."""
+        if self._state:
+            return False
+        self._finish()
+        reschedule(self._task, outcome.Error(error))
+        return True
+
+    def _fire(self) -> None:  # the call timed out
+        if self._state:
+            return
+        self._state = 1
+        deferred = self._target._deferred
+        if deferred:
+            deferred.discard(self)
+        reschedule(
+            self._task,
+            outcome.Error(CallTimeout(f"no reply from {self._target!r} within {self._timeout}s")),
+        )
+
+    def _abort(self, raise_cancel: Any) -> Abort:  # the caller was cancelled
+        self._finish()
+        return Abort.SUCCEEDED
+
+
+# --------------------------------------------------------------------------- timers
+
+
+class TimerRef(Timed):
+    """A pending :meth:`Server.send_after`; :meth:`cancel` withdraws it."""
+
+    __slots__ = ("_handle", "_message")
+
+    def __init__(self, handle: Handle, message: Any) -> None:
+        self._timer_state = 0
+        self._handle = handle
+        self._message = message
+
+    @property
+    def active(self) -> bool:
+        """True until the message is delivered or the timer cancelled."""
+        return self._timer_state == 1
+
+    def cancel(self) -> bool:
+        """Withdraw the timer; returns ``False`` if it already fired or was cancelled."""
+        return self._handle._node._timers.cancel(self)
+
+    def _fire(self) -> None:
+        self._handle._system(self._message)
+
+
+# --------------------------------------------------------------------------- monitors
+
+
+class MonitorRef:
+    """A monitor set by :meth:`Server.monitor`; identifies the :class:`Down` it yields."""
+
+    __slots__ = ("_target", "_watcher")
+
+    def __init__(self, target: Handle, watcher: Any) -> None:
+        self._target = target
+        self._watcher = watcher
+
+    @property
+    def target(self) -> Handle:
+        """The monitored process."""
+        return self._target
+
+    def _down(self, reason: ExitReason) -> None:
+        self._watcher._on_down(Down(self._target, reason, self))
+
+    def __repr__(self) -> str:
+        return f"<MonitorRef of {self._target!r}>"
+
+
+# --------------------------------------------------------------------------- handle
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The single real exception inside nested one-leaf groups (nursery wrapping)."""
+    while isinstance(exc, BaseExceptionGroup):
+        rest = exc.subgroup(lambda e: not isinstance(e, trio.Cancelled))
+        if rest is None or len(rest.exceptions) != 1:
+            return exc if rest is None else rest
+        exc = rest.exceptions[0]
+    return exc
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(lambda e: not isinstance(e, trio.Cancelled)) is None
+    return False
+
+
+class Handle:
+    """A reference to one incarnation of a process (Python's stand-in for a PID).
+
+    Handles are cheap, hashable by identity and safe to keep: once the process
+    exits, :attr:`alive` is ``False``, :attr:`exit_reason` says why, and every
+    operation raises :class:`NoProc`. A restarted child is a *new* incarnation
+    with a new handle; find it with ``node.whereis(name)``.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_args",
+        "_child_key",
+        "_cls",
+        "_capacity",
+        "_current",
+        "_dead_event",
+        "_deferred",
+        "_exit_reason",
+        "_init_task",
+        "_kwargs",
+        "_links",
+        "_mailbox",
+        "_monitors",
+        "_name",
+        "_node",
+        "_nursery",
+        "_parent",
+        "_parked",
+        "_pending",
+        "_pid",
+        "_room",
+        "_scope",
+        "_server",
+        "_shutdown",
+        "_state",
+        "_stop",
+        "_task",
+        "_term_scope",
+    )
+
+    def __init__(
+        self,
+        node: Node,
+        cls: type[Server],
+        name: Hashable | None = None,
+        capacity: int = DEFAULT_MAILBOX_SIZE,
+        shutdown: float | None = 5.0,
+    ) -> None:
+        self._node = node
+        self._pid = node._new_pid()
+        self._cls = cls
+        self._name = name
+        self._capacity = capacity
+        self._shutdown = shutdown
+        self._state = _STARTING
+        self._server: Server | None = None
+        self._mailbox: deque[tuple[int, Any, Caller | None]] | None = None
+        self._room: ParkingLot | None = None
+        self._task: Task | None = None
+        self._init_task: Task | None = None
+        self._parked = False
+        self._scope = trio.CancelScope()
+        self._term_scope: trio.CancelScope | None = None
+        self._stop: tuple[ExitReason, bool, float | None] | None = None
+        self._exit_reason: ExitReason = None
+        self._current: Caller | None = None
+        self._deferred: set[Caller] | None = None
+        self._monitors: dict[MonitorRef, None] | None = None
+        self._links: set[Handle] | None = None
+        self._parent: Handle | None = None
+        self._child_key: Any = None
+        self._pending: list[tuple[Callable[..., Awaitable[Any]], tuple[Any, ...]]] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._dead_event: trio.Event | None = None
+        self._args: tuple[Any, ...] = ()
+        self._kwargs: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def id(self) -> int:
+        """This incarnation's process id, unique within its node."""
+        return self._pid
+
+    @property
+    def name(self) -> Hashable | None:
+        """The registered name, or ``None``."""
+        return self._name
+
+    @property
+    def alive(self) -> bool:
+        """``False`` once the process has exited (for good: handles never revive)."""
+        return self._state != _DEAD
+
+    @property
+    def exit_reason(self) -> ExitReason:
+        """Why the process exited; ``None`` while it is alive."""
+        return self._exit_reason
+
+    @property
+    def node(self) -> Node:
+        """The node this process runs on."""
+        return self._node
+
+    @property
+    def server_class(self) -> type[Server]:
+        """The :class:`Server` subclass this process runs."""
+        return self._cls
+
+    def __repr__(self) -> str:
+        name = f" {self._name!r}" if self._name is not None else ""
+        state = "alive" if self._state != _DEAD else f"dead: {self._exit_reason!r}"
+        return f"<{type(self).__name__} #{self._pid}{name} {self._cls.__name__} {state}>"
+
+    async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
+        """Send ``request`` to ``handle_call`` and wait for the reply.
+
+        Waits for mailbox room if the mailbox is full (within the timeout).
+        ``timeout=None`` waits forever. Cancelling the caller withdraws the
+        request: the server skips it if it has not started on it, and a later
+        reply is dropped.
+
+        Raises :class:`NoProc` if the process is not alive,
+        :class:`CallTimeout` when no reply came in time, :class:`CallError`
+        if the process exited before replying (``.reason`` says why), whatever
+        the server passed to ``caller.reply_error``, and :class:`CallingSelf`
+        when a process calls itself from its own mailbox loop.
+        """
+        if self._state == _DEAD:
+            await checkpoint()
+            raise NoProc(f"{self!r} is not alive")
+        task = current_task()
+        if task is self._task or task is self._init_task:
+            raise CallingSelf(f"{self!r} called itself from its own loop (deadlock)")
+        deadline = math.inf if timeout is None else trio.current_time() + timeout
+        mailbox = self._mailbox
+        if mailbox is None:
+            mailbox = self._mailbox = deque()
+        elif len(mailbox) >= self._capacity:
+            with trio.move_on_at(deadline):
+                await self._wait_room()
+            if self._state != _DEAD and len(mailbox) >= self._capacity:
+                raise CallTimeout(f"{self!r}: mailbox stayed full for {timeout}s")
+            mailbox = self._mailbox
+            if mailbox is None:
+                raise NoProc(f"{self!r} is not alive")
+        caller = Caller(task, self, timeout)
+        mailbox.append((_CALL, request, caller))
+        if self._parked:
+            self._parked = False
+            reschedule(self._task)
+        if timeout is not None:
+            self._node._timers.schedule(deadline, caller)
+        return await wait_task_rescheduled(caller._abort)
+
+    async def cast(self, message: Any) -> None:
+        """Send ``message`` to ``handle_cast`` without waiting for it to be handled.
+
+        A cancellation point; it blocks (a schedule point) only while the
+        mailbox is full. Raises :class:`NoProc` if the process is not alive.
+        Delivery into a live mailbox does not guarantee the message is handled
+        (the process may exit first), as in OTP.
+        """
+        await checkpoint_if_cancelled()
+        self._put(_CAST, message) if self._has_room() else await self._put_waiting(_CAST, message)
+
+    def cast_nowait(self, message: Any) -> None:
+        """Like :meth:`cast` but raises :class:`MailboxFull` instead of waiting."""
+        if not self._has_room():
+            raise MailboxFull(f"{self!r}: mailbox full ({self._capacity} messages)")
+        self._put(_CAST, message)
+
+    async def send(self, message: Any) -> None:
+        """Send a raw message, delivered to ``handle_info``; waits for room like :meth:`cast`."""
+        await checkpoint_if_cancelled()
+        self._put(_INFO, message) if self._has_room() else await self._put_waiting(_INFO, message)
+
+    def send_nowait(self, message: Any) -> None:
+        """Like :meth:`send` but raises :class:`MailboxFull` instead of waiting."""
+        if not self._has_room():
+            raise MailboxFull(f"{self!r}: mailbox full ({self._capacity} messages)")
+        self._put(_INFO, message)
+
+    async def stop(self, reason: ExitReason = "normal", timeout: float | None = 5.0) -> None:
+        """Stop the process and wait until it has exited.
+
+        The process stops serving at once (a callback in progress is cancelled
+        at its next checkpoint), then ``terminate(reason)`` runs with up to
+        ``timeout`` seconds (``None``: no limit) before it is cancelled and the
+        exit reason becomes ``"killed"``. Stopping a supervised ``permanent``
+        child this way gets it restarted, as in OTP; use the supervisor's
+        ``terminate_child`` to stop it for good.
+
+        Raises :class:`NoProc` if the process is not alive and
+        :class:`CallingSelf` from the process's own loop (use ``Server.stop``).
+        """
+        if self._state == _DEAD:
+            await checkpoint()
+            raise NoProc(f"{self!r} is not alive")
+        if current_task() is self._task:
+            raise CallingSelf(f"{self!r} cannot wait for its own exit; use Server.stop()")
+        self._request_exit(reason, terminate=True, timeout=timeout)
+        await self.wait()
+
+    def kill(self) -> None:
+        """Kill the process at once, without ``terminate`` (OTP's ``exit(Pid, kill)``).
+
+        The exit reason is ``"killed"``. Does nothing if it is already dead.
+        """
+        self._request_exit("killed", terminate=False, timeout=None)
+
+    async def wait(self) -> ExitReason:
+        """Wait until the process has exited and return its exit reason."""
+        if self._state == _DEAD:
+            await checkpoint()
+            return self._exit_reason
+        event = self._dead_event
+        if event is None:
+            event = self._dead_event = trio.Event()
+        await event.wait()
+        return self._exit_reason
+
+    # ------------------------------------------------------------------ delivery
+
+    def _has_room(self) -> bool:
+        if self._state == _DEAD:
+            raise NoProc(f"{self!r} is not alive")
+        mailbox = self._mailbox
+        return mailbox is None or len(mailbox) < self._capacity
+
+    def _put(self, kind: int, message: Any) -> None:
+        mailbox = self._mailbox
+        if mailbox is None:
+            mailbox = self._mailbox = deque()
+        mailbox.append((kind, message, None))
+        if self._parked:
+            self._parked = False
+            reschedule(self._task)
+
+    async def _put_waiting(self, kind: int, message: Any) -> None:
+        await self._wait_room()
+        self._put(kind, message)
+
+    async def _wait_room(self) -> None:
+        lot = self._room
+        if lot is None:
+            lot = self._room = ParkingLot()
+        while self._state != _DEAD and self._mailbox is not None and len(self._mailbox) >= self._capacity:
+            await lot.park()
+        if self._state == _DEAD:
+            raise NoProc(f"{self!r} is not alive")
+
+    def _system(self, message: Any) -> None:
+        """Deliver a runtime message (Down, Exit, timers, child exits) to ``handle_info``.
+
+        Bypasses the capacity: such messages are bounded by the number of
+        monitors, links, children and timers the process itself set up, and a
+        dying process must never block on a full mailbox.
+        """
+        if self._state != _DEAD:
+            self._put(_INFO, message)
+
+    def _on_down(self, down: Down) -> None:
+        self._system(down)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _request_exit(self, reason: ExitReason, *, terminate: bool, timeout: float | None) -> None:
+        """Make the process exit with ``reason`` (cancelling what it is doing)."""
+        if self._state == _DEAD:
+            return
+        if self._stop is not None:
+            # Already exiting; only a kill can cut a running terminate short.
+            if not terminate and self._term_scope is not None:
+                self._term_scope.cancel()
+            if not terminate:
+                self._stop = ("killed", False, None)
+            return
+        self._stop = (reason, terminate, timeout)
+        self._scope.cancel()
+
+    def _exit_signal(self, sender: Handle, reason: ExitReason) -> None:
+        """A linked process exited abnormally."""
+        if self._state == _DEAD or self._stop is not None:
+            return
+        server = self._server
+        if server is not None and server.trap_exits:
+            self._system(Exit(sender, reason))
+        else:
+            self._request_exit(reason, terminate=True, timeout=self._shutdown)
+
+    async def _serve(self) -> bool:
+        """The mailbox loop. Returns ``True`` when the process needs a nursery."""
+        server = self._server
+        assert server is not None
+        while True:
+            if self._stop is not None:
+                return False
+            if self._pending is not None and self._nursery is None:
+                return True
+            mailbox = self._mailbox
+            if not mailbox:
+                self._parked = True
+                await wait_task_rescheduled(self._abort_park)
+                continue
+            n = len(mailbox)
+            if n > _BATCH:
+                n = _BATCH
+            popleft = mailbox.popleft
+            handled = 0
+            while handled < n:
+                handled += 1
+                kind, payload, caller = popleft()
+                if kind == _CALL:
+                    assert caller is not None
+                    if caller._state:
+                        continue  # the caller gave up before we got here
+                    self._current = caller
+                    reply = await server.handle_call(payload, caller)
+                    self._current = None
+                    if reply is not NO_REPLY:
+                        caller.reply(reply)
+                    elif not caller._state:
+                        deferred = self._deferred
+                        if deferred is None:
+                            deferred = self._deferred = set()
+                        deferred.add(caller)
+                elif kind == _CAST:
+                    await server.handle_cast(payload)
+                else:
+                    await server.handle_info(payload)
+                if self._stop is not None or self._pending is not None:
+                    break
+            room = self._room
+            if room:
+                room.unpark(count=handled)
+            if mailbox and self._stop is None:
+                await checkpoint()  # bounded batch: let other tasks run
+
+    def _abort_park(self, raise_cancel: Any) -> Abort:
+        self._parked = False
+        return Abort.SUCCEEDED
+
+    async def _main(self) -> None:
+        """The process task body. Never raises except for an outer cancellation."""
+        self._task = current_task()
+        reason: ExitReason = "killed"
+        notify = True
+        try:
+            if self._cls._eager_nursery:
+                reason, notify = await self._main_supervising()
+            else:
+                reason = await self._main_plain()
+        finally:
+            self._exit(reason, notify=notify)
+
+    async def _main_plain(self) -> ExitReason:
+        # The cancel scope encloses the nursery: stopping the process cancels
+        # its background tasks before ``terminate`` runs.
+        reason: ExitReason
+        try:
+            with self._scope:
+                if self._pending is not None or await self._serve():
+                    async with trio.open_nursery() as nursery:
+                        self._nursery = nursery
+                        self._start_pending()
+                        await self._serve()
+                        nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            if _only_cancelled(exc) or not isinstance(exc, Exception):
+                raise
+            reason = _unwrap(exc)
+            logger.error("%r crashed", self, exc_info=reason)
+            return await self._terminate(reason, self._shutdown)
+        finally:
+            self._nursery = None
+        stop = self._stop
+        assert stop is not None
+        return await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
+
+    async def _main_supervising(self) -> tuple[ExitReason, bool]:
+        # Supervisors: the children's nursery encloses the cancel scope, so
+        # stopping the supervisor does not cancel its children; ``terminate``
+        # shuts them down in order, inside the nursery.
+        reason: ExitReason = "killed"
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                try:
+                    with self._scope:
+                        init_error = await self._init_in_task()
+                        if init_error is not None:
+                            nursery.cancel_scope.cancel()
+                            return init_error, False
+                        self._state = _RUNNING
+                        await self._serve()
+                except BaseException as exc:
+                    if _only_cancelled(exc) or not isinstance(exc, Exception):
+                        raise
+                    reason = _unwrap(exc)
+                    logger.error("%r crashed", self, exc_info=reason)
+                    reason = await self._terminate(reason, self._shutdown)
+                else:
+                    stop = self._stop
+                    assert stop is not None
+                    reason = await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
+            finally:
+                nursery.cancel_scope.cancel()
+        self._nursery = None
+        return reason, True
+
+    async def _init_in_task(self) -> BaseException | None:
+        waiter = self._init_task
+        server = self._server
+        assert server is not None
+        try:
+            await server.init(*self._args, **self._kwargs)
+        except Exception as exc:
+            if waiter is not None:
+                self._init_task = None
+                reschedule(waiter, outcome.Error(exc))
+            return exc
+        if waiter is not None:
+            self._init_task = None
+            reschedule(waiter, outcome.Value(None))
+        return None
+
+    def _abort_init_wait(self, raise_cancel: Any) -> Abort:
+        # The starter was cancelled: nobody will learn this handle, so the
+        # half-started process must not outlive the start.
+        self._init_task = None
+        self._request_exit("shutdown", terminate=True, timeout=self._shutdown)
+        return Abort.SUCCEEDED
+
+    async def _terminate(self, reason: ExitReason, timeout: float | None) -> ExitReason:
+        server = self._server
+        assert server is not None
+        if type(server).terminate is Server.terminate:
+            return reason
+        deadline = math.inf if timeout is None else trio.current_time() + timeout
+        with trio.CancelScope(deadline=deadline, shield=True) as scope:
+            self._term_scope = scope
+            try:
+                await server.terminate(reason)
+            except Exception as exc:
+                logger.error("%r: terminate(%r) raised", self, reason, exc_info=exc)
+                if isinstance(reason, str) and reason in ("normal", "shutdown"):
+                    reason = exc
+        self._term_scope = None
+        if scope.cancelled_caught:
+            return "killed"
+        return reason
+
+    def _start_pending(self) -> None:
+        pending, self._pending = self._pending, None
+        nursery = self._nursery
+        assert nursery is not None
+        for fn, args in pending or ():
+            nursery.start_soon(fn, *args)
+
+    def _exit(self, reason: ExitReason, *, notify: bool = True) -> None:
+        """Mark the process dead and tell everyone who asked. Synchronous, never raises."""
+        if self._state == _DEAD:
+            return
+        self._state = _DEAD
+        self._exit_reason = reason
+        node = self._node
+        node._process_count -= 1
+        if self._name is not None:
+            node._unregister(self._name, self)
+
+        def fail(caller: Caller) -> None:
+            if not caller._state:
+                error = CallError(reason)
+                if isinstance(reason, BaseException):
+                    error.__cause__ = reason
+                caller.reply_error(error)
+
+        if self._current is not None:
+            fail(self._current)
+            self._current = None
+        if self._deferred:
+            for caller in list(self._deferred):
+                fail(caller)
+        mailbox, self._mailbox = self._mailbox, None
+        if mailbox:
+            for kind, _, caller in mailbox:
+                if kind == _CALL and caller is not None:
+                    fail(caller)
+        if self._room is not None:
+            self._room.unpark_all()
+        if self._monitors:
+            monitors, self._monitors = self._monitors, None
+            for ref in monitors:
+                ref._down(reason)
+        if self._links:
+            links, self._links = self._links, None
+            for other in links:
+                if other._links is not None:
+                    other._links.discard(self)
+                if not is_normal_exit(reason):
+                    other._exit_signal(self, reason)
+        if notify and self._parent is not None:
+            self._parent._system(ChildExited(self, reason))
+        if self._dead_event is not None:
+            self._dead_event.set()
+        self._server = None
+        self._args = ()
+        self._kwargs = {}
+
+
+# --------------------------------------------------------------------------- server
+
+
+class Server:
+    """The behaviour of a process (OTP's ``gen_server``): subclass and override callbacks.
+
+    Start one with ``await node.spawn(MyServer, *args, **kwargs)`` or a
+    :class:`ChildSpec`; ``init(*args, **kwargs)`` runs before ``spawn``
+    returns (an exception there is raised by ``spawn`` and nothing is left
+    running). Then the process serves its mailbox one message at a time:
+
+    * ``handle_call(request, caller)`` -> the reply (or :data:`NO_REPLY`),
+    * ``handle_cast(message)``,
+    * ``handle_info(message)`` for raw sends, :class:`Down`, :class:`Exit`
+      and ``send_after`` messages,
+    * ``terminate(reason)`` when it stops, is stopped by its supervisor, is
+      killed by a link, or crashed in a callback (not after a failed ``init``
+      or a kill). OTP calls ``terminate`` on a supervisor's shutdown only for
+      processes trapping exits; condukt always does, within the ``shutdown``
+      budget, because Python code holds resources that want closing.
+
+    An exception escaping a callback crashes the process with that exception
+    as its exit reason.
+    """
+
+    #: The handle type ``spawn`` returns for this class.
+    handle_class: ClassVar[type[Handle]] = Handle
+    #: Receive :class:`Exit` messages from linked processes instead of dying with them.
+    trap_exits: bool = False
+    # Supervisors open their children's nursery before ``init`` runs.
+    _eager_nursery: ClassVar[bool] = False
+
+    handle: Handle
+
+    async def init(self, *args: Any, **kwargs: Any) -> None:
+        """Set up state from the ``spawn`` arguments. Runs before ``spawn`` returns."""
+        if args or kwargs:
+            raise TypeError(
+                f"{type(self).__name__}.init() takes no arguments; "
+                f"override init to accept {args!r} {kwargs!r}"
+            )
+
+    async def handle_call(self, request: Any, caller: Caller) -> Any:
+        """Answer a :meth:`Handle.call`. The default crashes, as OTP does for an unknown call."""
+        raise UnhandledMessage(f"{type(self).__name__} does not handle call {request!r}")
+
+    async def handle_cast(self, message: Any) -> None:
+        """Handle a :meth:`Handle.cast`. The default crashes, as OTP does."""
+        raise UnhandledMessage(f"{type(self).__name__} does not handle cast {message!r}")
+
+    async def handle_info(self, message: Any) -> None:
+        """Handle raw sends, :class:`Down`, :class:`Exit` and timers. The default drops them."""
+        logger.debug("%r dropped unexpected message %r", self.handle, message)
+
+    async def terminate(self, reason: ExitReason) -> None:
+        """Clean up before the process exits; bounded by the ``shutdown`` budget."""
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def node(self) -> Node:
+        """The node this process runs on."""
+        return self.handle._node
+
+    def monitor(self, other: Handle) -> MonitorRef:
+        """Get a :class:`Down` in ``handle_info`` when ``other`` exits.
+
+        If ``other`` is already dead the ``Down`` (reason ``"noproc"``) is
+        delivered at once.
+        """
+        ref = MonitorRef(other, self.handle)
+        if other._state == _DEAD:
+            ref._down("noproc")
+        else:
+            monitors = other._monitors
+            if monitors is None:
+                monitors = other._monitors = {}
+            monitors[ref] = None
+        return ref
+
+    def demonitor(self, ref: MonitorRef) -> None:
+        """Remove a monitor; no ``Down`` is delivered for it afterwards (unless already queued)."""
+        monitors = ref._target._monitors
+        if monitors:
+            monitors.pop(ref, None)
+
+    def link(self, other: Handle) -> None:
+        """Link with ``other``: an abnormal exit of either kills the other.
+
+        A process with ``trap_exits`` receives :class:`Exit` instead of dying.
+        Linking to a dead process behaves as in OTP: the caller gets an exit
+        signal with reason ``"noproc"``.
+        """
+        me = self.handle
+        if other is me:
+            return
+        if other._state == _DEAD:
+            me._exit_signal(other, "noproc")
+            return
+        if me._links is None:
+            me._links = set()
+        if other._links is None:
+            other._links = set()
+        me._links.add(other)
+        other._links.add(me)
+
+    def unlink(self, other: Handle) -> None:
+        """Remove a link (both directions)."""
+        me = self.handle
+        if me._links:
+            me._links.discard(other)
+        if other._links:
+            other._links.discard(me)
+
+    def stop(self, reason: ExitReason = "normal") -> None:
+        """Stop this process after the current callback returns (then ``terminate`` runs)."""
+        me = self.handle
+        if me._state == _DEAD or me._stop is not None:
+            return
+        me._stop = (reason, True, me._shutdown)
+        if me._parked:
+            me._parked = False
+            reschedule(me._task)
+
+    def send_after(self, seconds: float, message: Any) -> TimerRef:
+        """Deliver ``message`` to this process's ``handle_info`` after ``seconds``."""
+        me = self.handle
+        ref = TimerRef(me, message)
+        me._node._timers.schedule(trio.current_time() + seconds, ref)
+        return ref
+
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run ``fn(*args)`` as a task inside this process.
+
+        The task is cancelled when the process exits; an exception escaping
+        it crashes the process. The process keeps serving its mailbox.
+        """
+        me = self.handle
+        if me._state == _DEAD:
+            raise NoProc(f"{me!r} is not alive")
+        if me._nursery is not None:
+            me._nursery.start_soon(fn, *args)
+            return
+        if me._pending is None:
+            me._pending = []
+        me._pending.append((fn, args))
+        if me._parked:
+            me._parked = False
+            reschedule(me._task)
