@@ -486,7 +486,13 @@ class Handle:
                 self._stop = ("killed", False, None)
             return
         self._stop = (reason, terminate, timeout)
-        self._scope.cancel()
+        if self._parked:
+            # Idle in its loop: wake it to see the stop. No cancellation means
+            # no Cancelled exception and none of its cyclic garbage.
+            self._parked = False
+            reschedule(self._task)
+        elif self._task is not None:
+            self._scope.cancel()
 
     def _exit_signal(self, sender: Handle, reason: ExitReason) -> None:
         """A linked process exited abnormally."""
@@ -709,8 +715,10 @@ class Handle:
                     other._links.discard(self)
                 if not is_normal_exit(reason):
                     other._exit_signal(self, reason)
-        if notify and self._parent is not None:
-            self._parent._system(ChildExited(self, reason))
+        parent = self._parent
+        if notify and parent is not None and parent._stop is None:
+            # A stopping supervisor ignores exits of the children it is stopping.
+            parent._system(ChildExited(self, reason))
         if self._dead_event is not None:
             self._dead_event.set()
         self._server = None

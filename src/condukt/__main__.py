@@ -1,0 +1,5 @@
+"""``python -m condukt`` runs the demo."""
+
+from .demo import run
+
+run()
