@@ -187,7 +187,7 @@ async def start_process(
         await wait_task_rescheduled(handle._abort_init_wait)
         return handle
     try:
-        await server.init(*args, **kwargs)
+        await server._boot(*args, **kwargs)
     except BaseException as exc:
         handle._init_task = None
         handle._exit(exc if isinstance(exc, Exception) else "killed", notify=False)

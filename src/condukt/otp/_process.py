@@ -629,7 +629,7 @@ class Handle:
         server = self._server
         assert server is not None
         try:
-            await server.init(*self._args, **self._kwargs)
+            await server._boot(*self._args, **self._kwargs)
         except Exception as exc:
             if waiter is not None:
                 self._init_task = None
@@ -759,6 +759,11 @@ class Server:
     _eager_nursery: ClassVar[bool] = False
 
     handle: Handle
+
+    async def _boot(self, *args: Any, **kwargs: Any) -> None:
+        # What the runtime runs at start. Layers built on Server (agents) wrap
+        # ``init`` here with their own set-up; plain servers just run ``init``.
+        await self.init(*args, **kwargs)
 
     async def init(self, *args: Any, **kwargs: Any) -> None:
         """Set up state from the ``spawn`` arguments. Runs before ``spawn`` returns."""
