@@ -240,17 +240,7 @@ class open_node:  # noqa: N801 - named like trio's open_* context managers
         self._nursery_manager = trio.open_nursery()
         nursery = self._nursery = await self._nursery_manager.__aenter__()
         try:
-            nursery.start_soon(node._timers.run)
-            root = await start_process(
-                node,
-                DynamicSupervisor,
-                (),
-                {"ordered_shutdown": True},
-                nursery=nursery,
-                shutdown=None,
-            )
-            assert isinstance(root, DynamicSupervisorHandle)
-            node._root = root
+            node._root = await nursery.start(_host, node)
         except BaseException as exc:
             nursery.cancel_scope.cancel()
             _current_node.reset(self._token)
@@ -284,6 +274,33 @@ class open_node:  # noqa: N801 - named like trio's open_* context managers
         return suppressed
 
 
+async def _host(node: Node, *, task_status: trio.TaskStatus[DynamicSupervisorHandle]) -> None:
+    """Run the node's timer service and root supervisor until the root has exited.
+
+    Shielded: when the ``open_node`` block is cancelled, its processes must
+    not be cancelled with it but shut down in order by ``__aexit__``, every
+    ``terminate`` within its budget (timers keep working meanwhile).
+    """
+    with trio.CancelScope(shield=True):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(node._timers.run)
+            root = await start_process(
+                node,
+                DynamicSupervisor,
+                (),
+                {"ordered_shutdown": True},
+                nursery=nursery,
+                shutdown=None,
+            )
+            assert isinstance(root, DynamicSupervisorHandle)
+            task_status.started(root)
+            await root.wait()
+            nursery.cancel_scope.cancel()
+
+
 def _only(group: BaseExceptionGroup, exc: BaseException) -> bool:
-    rest = group.subgroup(lambda e: e is not exc and not isinstance(e, trio.Cancelled))
+    """Whether ``group`` holds nothing but ``exc`` (however nested) and ``Cancelled``."""
+    # ``split`` (unlike ``subgroup`` with a negated predicate) never matches the
+    # wrapping groups themselves, only ``exc`` and the leaves.
+    _, rest = group.split(lambda e: e is exc or isinstance(e, trio.Cancelled))
     return rest is None

@@ -191,7 +191,8 @@ class MonitorRef:
 def _unwrap(exc: BaseException) -> BaseException:
     """The single real exception inside nested one-leaf groups (nursery wrapping)."""
     while isinstance(exc, BaseExceptionGroup):
-        rest = exc.subgroup(lambda e: not isinstance(e, trio.Cancelled))
+        # ``split`` matches leaves; a negated ``subgroup`` predicate would match the group itself.
+        _, rest = exc.split(trio.Cancelled)
         if rest is None or len(rest.exceptions) != 1:
             return exc if rest is None else rest
         exc = rest.exceptions[0]
@@ -202,7 +203,7 @@ def _only_cancelled(exc: BaseException) -> bool:
     if isinstance(exc, trio.Cancelled):
         return True
     if isinstance(exc, BaseExceptionGroup):
-        return exc.subgroup(lambda e: not isinstance(e, trio.Cancelled)) is None
+        return exc.split(trio.Cancelled)[1] is None
     return False
 
 
@@ -526,6 +527,11 @@ class Handle:
             while handled < n:
                 handled += 1
                 kind, payload, caller = popleft()
+                room = self._room
+                if room:
+                    # Wake a sender as soon as its slot is free, not after the
+                    # batch: the callback below may be waiting for that sender.
+                    room.unpark()
                 if kind == _CALL:
                     assert caller is not None
                     if caller._state:
@@ -546,9 +552,6 @@ class Handle:
                     await server.handle_info(payload)
                 if self._stop is not None or self._pending is not None:
                     break
-            room = self._room
-            if room:
-                room.unpark(count=handled)
             if mailbox and self._stop is None:
                 await checkpoint()  # bounded batch: let other tasks run
 
@@ -631,6 +634,10 @@ class Handle:
         try:
             await server._boot(*self._args, **self._kwargs)
         except Exception as exc:
+            # Dead before the starter wakes up: when ``spawn`` raises, the
+            # process is no longer counted, registered or alive (its task
+            # only has its nursery left to close).
+            self._exit(exc, notify=False)
             if waiter is not None:
                 self._init_task = None
                 reschedule(waiter, outcome.Error(exc))
