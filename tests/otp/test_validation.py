@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
 
 import condukt
 
@@ -172,3 +173,36 @@ async def test_supervised_start_child_with_bad_spec(autojump_clock: Any) -> None
         with pytest.raises(TypeError):
             await dyn.start_child(Worker)  # type: ignore[arg-type]
         assert sup.alive and dyn.alive
+
+
+class SlowInit(Worker):
+    async def init(self, log: Log, tag: Any) -> None:  # type: ignore[override]
+        await super().init(log, tag)
+        await trio.sleep(10)
+
+
+async def test_cancelled_spawn_leaves_nothing(autojump_clock: Any) -> None:
+    log: Log = []
+    async with condukt.open_node() as node:
+        with trio.move_on_after(1) as scope:
+            await node.spawn(SlowInit, log, "slow", name="slow")
+        assert scope.cancelled_caught
+        assert node.process_count == 0
+        assert node.registered() == []
+        await node.spawn(Worker, name="slow")  # the name is free again at once
+
+
+async def test_cancelled_start_supervisor_leaves_nothing(autojump_clock: Any) -> None:
+    log: Log = []
+    async with condukt.open_node() as node:
+        with trio.move_on_after(1) as scope:
+            await node.start_supervisor(
+                [spec("a", log), condukt.ChildSpec("slow", SlowInit, (log, "slow"), name="slow")],
+                name="app",
+            )
+        assert scope.cancelled_caught
+        # Right away: the child started before the cancel was stopped, nothing is left.
+        assert events(log, "terminate") == [("a", "shutdown")]
+        assert node.process_count == 0
+        assert node.registered() == []
+        await node.start_supervisor([spec("a", log)], name="app")

@@ -162,7 +162,9 @@ async def start_process(
     Ordinary servers run ``init`` right here, in the starting task (OTP's
     ``start_link`` also blocks until ``init`` returns); supervisors run it in
     their own task, inside the nursery their children will live in. Raises
-    whatever ``init`` raised, with nothing left running or registered.
+    whatever ``init`` raised, with nothing left running or registered; the
+    same holds when the start is cancelled (a supervisor's ``init`` is
+    cancelled and the children it started are stopped before this returns).
     """
     handle = cls.handle_class(
         node, cls, name, DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size, shutdown
@@ -184,7 +186,15 @@ async def start_process(
         except RuntimeError:
             handle._exit("shutdown", notify=False)
             raise NoProc("the supervisor is shutting down") from None
-        await wait_task_rescheduled(handle._abort_init_wait)
+        try:
+            await wait_task_rescheduled(handle._abort_init_wait)
+        except BaseException:
+            # A failed init already ended the process; a cancelled start made
+            # it shut down (``_abort_init_wait``): wait until it is gone, so
+            # nothing is left running or registered when this raises.
+            with trio.CancelScope(shield=True):
+                await handle.wait()
+            raise
         return handle
     try:
         await server._boot(*args, **kwargs)
