@@ -1,0 +1,417 @@
+"""The Agent behaviour and the agent process: the turn loop, tools, events."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import trio
+
+from ..events import (
+    AgentEnd,
+    AgentStart,
+    Done,
+    Error,
+    Event,
+    MaxTurnsReached,
+    ToolCallEnd,
+    ToolCallStart,
+    TurnEnd,
+    TurnStart,
+)
+from ..messages import (
+    AssistantMessage,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolCall,
+    ToolDefinition,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ..otp import NO_REPLY, Caller, Server
+from ..providers import Model, ModelError, ModelRequest, resolve_model, validate_thinking_level
+from ..tools import AGENT_DEFAULT, Tool, ToolContext, ToolError, render_result, resolve_tools
+from ._errors import Aborted, Busy, NotRunning, RunTimeout
+from ._handle import AgentHandle
+from ._ids import uuid7
+from ._requests import AbortRun, CancelRun, Clear, FollowUp, GetHistory, RunRequest, Steer
+
+__all__ = ["Agent", "AGENT_OPTIONS"]
+
+logger = logging.getLogger("condukt.agent")
+
+#: Start options the Agent itself understands; anything else is left for ``init``.
+AGENT_OPTIONS = frozenset(
+    {
+        "model",
+        "api_key",
+        "base_url",
+        "system_prompt",
+        "thinking_level",
+        "cwd",
+        "tools",
+        "id",
+        "max_turns",
+        "tool_timeout",
+        "run_timeout",
+        "confine_to_cwd",
+        "max_tokens",
+        "model_options",
+    }
+)
+
+
+class _RunState:
+    """One run in progress inside the agent process."""
+
+    __slots__ = ("abort_waiters", "caller", "emit", "request", "scope", "sink", "steer")
+
+    def __init__(self, request: RunRequest, caller: Caller | None) -> None:
+        self.request = request
+        self.caller = caller
+        self.scope = trio.CancelScope()  # abort() cancels it, even before the task starts
+        self.steer: list[str] = []
+        self.abort_waiters: list[Caller] = []
+        self.sink = request.sink
+
+
+class Agent(Server):
+    """An LLM agent: an OTP process holding a conversation, a model and tools.
+
+    Subclass and set class attributes, override :meth:`tools`, optionally
+    :meth:`init` and :meth:`handle_event`::
+
+        class ReviewAgent(condukt.Agent):
+            model = "anthropic:claude-sonnet-4-5"
+            system_prompt = "You review pull requests."
+            thinking_level = "medium"
+
+            def tools(self):
+                return [condukt.tools.Read, condukt.tools.Command(command="git")]
+
+        agent = await node.spawn(ReviewAgent, cwd=".")
+        text = await agent.run("Review the last commit")
+
+    Start options (``node.spawn(ReviewAgent, **options)`` or a ``ChildSpec``'s
+    ``kwargs``) override the class attributes: ``model``, ``api_key``,
+    ``base_url``, ``system_prompt``, ``thinking_level``, ``cwd``, ``tools``,
+    ``id`` (the session id, a UUIDv7 by default), ``max_turns``,
+    ``tool_timeout``, ``run_timeout`` (for follow-ups), ``confine_to_cwd``,
+    ``max_tokens``, ``model_options``. Other options are passed to
+    :meth:`init` untouched. ``name`` (given to ``spawn``) registers the agent.
+
+    The mailbox stays responsive during a run: each run is a task inside the
+    agent process, and its caller's reply is deferred until it ends. A crash
+    in the loop itself (not in a tool, not a :class:`ModelError`) crashes the
+    process, so its supervisor restarts it.
+    """
+
+    handle_class = AgentHandle
+
+    #: ``"provider:model"`` or a :class:`~condukt.providers.Model`.
+    model: ClassVar[Any] = None
+    #: The system prompt.
+    system_prompt: ClassVar[str | None] = None
+    #: ``off``, ``minimal``, ``low``, ``medium`` or ``high``.
+    thinking_level: ClassVar[str] = "off"
+    #: Model requests per run before it stops (returning the last text).
+    max_turns: ClassVar[int] = 50
+    #: Seconds each tool call may take (tools may set their own ``timeout``).
+    tool_timeout: ClassVar[float] = 300.0
+    #: Seconds a follow-up run may take.
+    run_timeout: ClassVar[float | None] = 300.0
+    #: Refuse file-tool paths outside ``cwd`` (after resolving ``..`` and symlinks).
+    confine_to_cwd: ClassVar[bool] = False
+    #: Output token cap per response (``None``: the provider's default).
+    max_tokens: ClassVar[int | None] = None
+
+    handle: AgentHandle
+
+    # ------------------------------------------------------------------ behaviour
+
+    def tools(self) -> Sequence[Any]:
+        """The agent's tools: classes (no options) and instances (with options)."""
+        return []
+
+    async def init(self, options: Mapping[str, Any]) -> None:  # type: ignore[override]
+        """Called once at start with every start option, before tools and model resolve.
+
+        Set attributes here that :meth:`tools` needs. An exception fails the start.
+        """
+
+    async def handle_event(self, event: Event) -> None:
+        """Called for every event of every run (in order). An exception crashes the agent."""
+
+    # ------------------------------------------------------------------ start
+
+    async def _boot(self, **options: Any) -> None:
+        self.options: dict[str, Any] = options
+        self.session_id: str = str(options.get("id") or uuid7())
+        cwd = Path(options.get("cwd") or ".").expanduser().resolve()
+        if not cwd.is_dir():
+            raise ValueError(f"cwd {cwd} is not a directory")
+        self.cwd: Path = cwd
+        self.messages: list[Message] = []
+        self._active: _RunState | None = None
+        self._follow_ups: deque[str] = deque()
+        await self.init(options)
+        self._configure(options)
+
+    def _configure(self, options: Mapping[str, Any]) -> None:
+        cls = type(self)
+        self.config_system_prompt: str | None = options.get("system_prompt", cls.system_prompt)
+        self.config_thinking_level = validate_thinking_level(options.get("thinking_level", cls.thinking_level))
+        self.config_max_turns = _positive_int("max_turns", options.get("max_turns", cls.max_turns))
+        self.config_tool_timeout = float(options.get("tool_timeout", cls.tool_timeout))
+        self.config_run_timeout: float | None = options.get("run_timeout", cls.run_timeout)
+        self.config_confine = bool(options.get("confine_to_cwd", cls.confine_to_cwd))
+        self.config_max_tokens: int | None = options.get("max_tokens", cls.max_tokens)
+        tools = options["tools"] if "tools" in options else self.tools()
+        self.tool_list: list[Tool] = resolve_tools(tools)
+        self._tools_by_name: dict[str, Tool] = {tool.name: tool for tool in self.tool_list}
+        self.tool_definitions: tuple[ToolDefinition, ...] = tuple(t.definition() for t in self.tool_list)
+        model = options.get("model", cls.model)
+        if model is None:
+            raise ValueError(f"{cls.__name__} has no model: set the model class attribute or pass model=")
+        self.model_instance: Model = resolve_model(
+            model,
+            api_key=options.get("api_key"),
+            base_url=options.get("base_url"),
+            node=self.handle.node,
+            **dict(options.get("model_options") or {}),
+        )
+        self._event_hook = type(self).handle_event is not Agent.handle_event
+
+    # ------------------------------------------------------------------ mailbox
+
+    async def handle_call(self, request: Any, caller: Caller) -> Any:
+        kind = type(request)
+        if kind is RunRequest:
+            if self._active is not None:
+                caller.reply_error(Busy(f"{self.handle!r} is already running; use follow_up() to queue"))
+                return NO_REPLY
+            if request.sink is not None:
+                self._start_run(request, None)
+                return None  # a stream run: its events are the answer
+            self._start_run(request, caller)
+            return NO_REPLY
+        if kind is AbortRun:
+            return self._abort(request.run, caller)
+        if kind is Steer:
+            if self._active is None:
+                caller.reply_error(NotRunning(f"{self.handle!r} has no run to steer"))
+                return NO_REPLY
+            self._active.steer.append(request.text)
+            return None
+        if kind is FollowUp:
+            if self._active is None and not self._follow_ups:
+                self._start_run(RunRequest(request.text, timeout=self.config_run_timeout), None)
+            else:
+                self._follow_ups.append(request.text)
+            return None
+        if kind is GetHistory:
+            return tuple(self.messages)
+        if kind is Clear:
+            if self._active is not None:
+                caller.reply_error(Busy("cannot clear the history during a run"))
+                return NO_REPLY
+            self.messages.clear()
+            return None
+        return await super().handle_call(request, caller)
+
+    async def handle_info(self, message: Any) -> None:
+        if type(message) is CancelRun:
+            active = self._active
+            if active is not None and active.request is message.run:
+                active.scope.cancel()
+            return
+        await super().handle_info(message)
+
+    def _abort(self, run: RunRequest | None, caller: Caller) -> Any:
+        active = self._active
+        if run is None:
+            self._follow_ups.clear()
+        if active is None or (run is not None and active.request is not run):
+            return False
+        active.scope.cancel()
+        active.abort_waiters.append(caller)
+        return NO_REPLY
+
+    # ------------------------------------------------------------------ runs
+
+    def _start_run(self, request: RunRequest, caller: Caller | None) -> None:
+        state = _RunState(request, caller)
+        self._active = state
+        self.start_soon(self._run_task, state)
+
+    async def _run_task(self, state: _RunState) -> None:
+        try:
+            try:
+                result = await self._execute(state)
+            except (Aborted, RunTimeout, ModelError) as exc:
+                if state.caller is not None:
+                    state.caller.reply_error(exc)
+            else:
+                if state.caller is not None:
+                    state.caller.reply(result)
+        finally:
+            if state.sink is not None:
+                state.sink.close()
+            self._active = None
+            for waiter in state.abort_waiters:
+                waiter.reply(True)
+        if self._follow_ups:
+            text = self._follow_ups.popleft()
+            self._start_run(RunRequest(text, timeout=self.config_run_timeout), None)
+
+    async def _emit(self, state: _RunState, event: Event) -> None:
+        sink = state.sink
+        if sink is not None:
+            try:
+                await sink.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                state.sink = None  # the reader left; the run is being aborted
+        if self._event_hook:
+            await self.handle_event(event)
+
+    async def _execute(self, state: _RunState) -> Any:
+        request = state.request
+        max_turns = _positive_int("max_turns", request.max_turns or self.config_max_turns)
+
+        async def emit(event: Event) -> None:
+            await self._emit(state, event)
+
+        await emit(AgentStart(self.session_id, request.prompt))
+        messages = self.messages
+        messages.append(UserMessage((TextBlock(request.prompt), *request.images)))
+        committed = len(messages)
+        usage = Usage()
+        turn = 0
+        text = ""
+        failure: BaseException | None = None
+        try:
+            with state.scope:
+                with trio.move_on_after(request.timeout if request.timeout is not None else float("inf")) as clock:
+                    while True:
+                        if state.steer:
+                            messages.extend(UserMessage((TextBlock(t),)) for t in state.steer)
+                            state.steer.clear()
+                            committed = len(messages)
+                        turn += 1
+                        await emit(TurnStart(turn))
+                        response = await self.model_instance.complete(self._request(messages), emit)
+                        usage = usage + response.usage
+                        if response.text:
+                            text = response.text
+                        messages.append(response)
+                        calls = response.tool_calls
+                        if calls:
+                            messages.extend(await self._run_tools(calls, state, emit))
+                        committed = len(messages)
+                        await emit(TurnEnd(turn, response))
+                        if not calls:
+                            if state.steer:
+                                continue
+                            break
+                        if turn >= max_turns:
+                            await emit(MaxTurnsReached(max_turns))
+                            break
+            if clock.cancelled_caught:
+                failure = RunTimeout(f"run did not finish within {request.timeout:g}s")
+            elif state.scope.cancelled_caught:
+                failure = Aborted("run aborted")
+        except ModelError as exc:
+            failure = exc
+        except BaseException:
+            del messages[committed:]
+            raise
+        if failure is not None:
+            del messages[committed:]  # no half-finished turn
+            await emit(Error(type(failure).__name__, str(failure)))
+            status = "aborted" if isinstance(failure, Aborted) else (
+                "timeout" if isinstance(failure, RunTimeout) else "failed"
+            )
+            await emit(Done(status))
+            raise failure
+        await emit(AgentEnd(text, usage, turn))
+        await emit(Done("completed"))
+        return text
+
+    def _request(self, messages: list[Message]) -> ModelRequest:
+        return ModelRequest(
+            self.config_system_prompt,
+            tuple(messages),
+            self.tool_definitions,
+            self.config_thinking_level,
+            self.config_max_tokens,
+        )
+
+    # ------------------------------------------------------------------ tools
+
+    async def _run_tools(self, calls: Sequence[ToolCall], state: _RunState, emit: Any) -> list[ToolResultMessage]:
+        if len(calls) == 1:
+            return [await self._run_tool(calls[0], state, emit)]
+        results: list[Any] = [None] * len(calls)
+
+        async def run_one(index: int, call: ToolCall) -> None:
+            results[index] = await self._run_tool(call, state, emit)
+
+        async with trio.open_nursery() as nursery:
+            for index, call in enumerate(calls):
+                nursery.start_soon(run_one, index, call)
+        return results
+
+    async def _run_tool(self, call: ToolCall, state: _RunState, emit: Any) -> ToolResultMessage:
+        await emit(ToolCallStart(call.id, call.name, call.arguments))
+        started = trio.current_time()
+        content, is_error = await self._call_tool(call)
+        result = ToolResultMessage(call.id, call.name, content, is_error)
+        await emit(ToolCallEnd(call.id, call.name, result.text, is_error, trio.current_time() - started))
+        return result
+
+    def _tool_context(self, tool: Tool, call: ToolCall) -> ToolContext:
+        return ToolContext(
+            self.handle,
+            self.cwd,
+            tool.opts,
+            self.session_id,
+            call.id,
+            self.config_confine,
+        )
+
+    async def _call_tool(self, call: ToolCall) -> tuple[tuple[TextBlock | ImageBlock, ...], bool]:
+        tool = self._tools_by_name.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools_by_name)) or "none"
+            return _error(f"unknown tool {call.name!r}. Available tools: {known}")
+        problem = tool.validate(call.arguments)
+        if problem is not None:
+            return _error(f"invalid arguments for {call.name}: {problem}")
+        timeout = self.config_tool_timeout if tool.timeout is AGENT_DEFAULT else tool.timeout
+        context = self._tool_context(tool, call)
+        try:
+            with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:  # type: ignore[arg-type]
+                value = await tool.call(dict(call.arguments), context)
+                return render_result(value), False
+        except ToolError as exc:
+            return _error(str(exc))
+        except Exception as exc:
+            logger.warning("tool %r raised", call.name, exc_info=exc)
+            return _error(f"{type(exc).__name__}: {exc}")
+        assert scope.cancelled_caught
+        return _error(f"tool {call.name!r} timed out after {timeout:g} seconds")
+
+
+def _error(message: str) -> tuple[tuple[TextBlock], bool]:
+    return (TextBlock(f"Error: {message}"),), True
+
+
+def _positive_int(what: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive int, got {value!r}")
+    return value

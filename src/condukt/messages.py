@@ -1,0 +1,182 @@
+"""Conversation data: messages, content blocks, usage and tool definitions.
+
+Plain frozen attrs classes, shared by every layer above and serialised by the
+one converter in :mod:`condukt.serialization`.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any, Literal, Union
+
+import attrs
+
+__all__ = [
+    "AssistantMessage",
+    "ContentBlock",
+    "ImageBlock",
+    "Message",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+]
+
+
+@attrs.frozen
+class TextBlock:
+    """Plain text."""
+
+    text: str
+
+
+@attrs.frozen
+class ImageBlock:
+    """An image, base64-encoded. ``media_type`` is e.g. ``"image/png"``."""
+
+    media_type: str
+    data: str
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: str) -> ImageBlock:
+        """Build an image block from raw bytes."""
+        return cls(media_type, base64.b64encode(data).decode("ascii"))
+
+    def to_bytes(self) -> bytes:
+        """The raw image bytes."""
+        return base64.b64decode(self.data)
+
+
+@attrs.frozen
+class ThinkingBlock:
+    """A model's reasoning. ``signature`` is the provider's opaque token, if any."""
+
+    thinking: str
+    signature: str | None = None
+
+
+@attrs.frozen
+class ToolCall:
+    """A model's request to run a tool.
+
+    ``arguments`` is the decoded JSON object; if the model sent text that is
+    not valid JSON it is that raw string, and the agent reports the error to
+    the model instead of calling the tool.
+    """
+
+    id: str
+    name: str
+    arguments: Any = attrs.field(factory=dict)
+
+
+ContentBlock = Union[TextBlock, ImageBlock, ThinkingBlock, ToolCall]
+
+
+@attrs.frozen
+class Usage:
+    """Token accounting for one response or, summed with ``+``, for a run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+def _text_of(blocks: tuple[Any, ...]) -> str:
+    return "".join(block.text for block in blocks if type(block) is TextBlock)
+
+
+@attrs.frozen
+class UserMessage:
+    """What the user (or a steer / follow-up) said."""
+
+    content: tuple[TextBlock | ImageBlock, ...]
+
+    @property
+    def role(self) -> Literal["user"]:
+        """Always ``"user"``."""
+        return "user"
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined."""
+        return _text_of(self.content)
+
+    @classmethod
+    def from_text(cls, text: str, images: tuple[ImageBlock, ...] = ()) -> UserMessage:
+        """A message with ``text`` followed by ``images``."""
+        return cls((TextBlock(text), *images))
+
+
+@attrs.frozen
+class AssistantMessage:
+    """One complete model response."""
+
+    content: tuple[ContentBlock, ...]
+    usage: Usage = Usage()
+    stop_reason: str = "end_turn"
+    model: str | None = None
+
+    @property
+    def role(self) -> Literal["assistant"]:
+        """Always ``"assistant"``."""
+        return "assistant"
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined (thinking excluded)."""
+        return _text_of(self.content)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls, in the order the model made them."""
+        return tuple(block for block in self.content if type(block) is ToolCall)
+
+
+@attrs.frozen
+class ToolResultMessage:
+    """The outcome of one tool call, sent back to the model."""
+
+    tool_call_id: str
+    name: str
+    content: tuple[TextBlock | ImageBlock, ...]
+    is_error: bool = False
+
+    @property
+    def role(self) -> Literal["tool"]:
+        """Always ``"tool"``."""
+        return "tool"
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined."""
+        return _text_of(self.content)
+
+
+Message = Union[UserMessage, AssistantMessage, ToolResultMessage]
+
+
+@attrs.frozen
+class ToolDefinition:
+    """What the model is told about a tool: name, description, JSON Schema."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]

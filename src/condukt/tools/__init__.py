@@ -1,0 +1,49 @@
+"""Tools: the :class:`Tool` behaviour, its context, ``@tool``, and the built-in tools.
+
+Built-ins (one module each): :class:`Read`, :class:`Bash`, :class:`Command`,
+:class:`Edit`, :class:`Write`, :class:`Glob`, :class:`Grep`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._function_tool import FunctionTool, tool
+from ._tool import AGENT_DEFAULT, Tool, ToolContext, ToolError, render_result, resolve_tools
+from .bash import Bash
+from .command import Command
+from .edit import Edit
+from .glob import Glob
+from .grep import Grep
+from .read import Read
+from .write import Write
+
+__all__ = [
+    "AGENT_DEFAULT",
+    "Bash",
+    "Command",
+    "Edit",
+    "FunctionTool",
+    "Glob",
+    "Grep",
+    "Read",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "Write",
+    "coding_tools",
+    "read_only_tools",
+    "render_result",
+    "resolve_tools",
+    "tool",
+]
+
+
+def coding_tools() -> list[Any]:
+    """``[Read, Bash, Edit, Write]``: what a coding agent needs."""
+    return [Read, Bash, Edit, Write]
+
+
+def read_only_tools() -> list[Any]:
+    """``[Read, Bash]``: look, run, but do not edit files directly."""
+    return [Read, Bash]

@@ -1,0 +1,214 @@
+"""The Tool behaviour: :class:`Tool`, :class:`ToolError`, :class:`ToolContext`, results."""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from ..messages import ImageBlock, TextBlock, ToolDefinition
+from ..otp import ConduktError
+from ..serialization import unstructure
+
+__all__ = [
+    "AGENT_DEFAULT",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "render_result",
+    "resolve_tools",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class _AgentDefault:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "AGENT_DEFAULT"
+
+
+#: ``Tool.timeout`` value meaning "use the agent's ``tool_timeout``".
+AGENT_DEFAULT: Final = _AgentDefault()
+
+
+class ToolError(ConduktError):
+    """Raise from ``Tool.call`` to report a failure to the model; the run goes on.
+
+    The model sees ``"Error: <message>"`` and can recover.
+    """
+
+
+@attrs.frozen
+class ToolContext:
+    """What a tool call knows about its caller.
+
+    ``agent`` is the calling agent's handle (a tool may call back into the
+    agent's non-run API), ``cwd`` its working directory, ``opts`` the tool's
+    own options, ``session_id`` the conversation's id, ``tool_call_id`` the
+    id of this call. ``confine`` is set when the agent confines file tools to
+    ``cwd``; ``secrets`` maps secret names to values for tools that pass them
+    to subprocesses (never to the model).
+    """
+
+    agent: Any
+    cwd: Path
+    opts: Mapping[str, Any] = attrs.field(factory=dict)
+    session_id: str = ""
+    tool_call_id: str = ""
+    confine: bool = False
+    secrets: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+
+    def resolve_path(self, path: str | os.PathLike[str]) -> Path:
+        """``path`` made absolute against ``cwd``.
+
+        Raises :class:`ToolError` if confinement is on and the path (after
+        resolving ``..`` and symlinks) leaves ``cwd``.
+        """
+        candidate = Path(path).expanduser()
+        if not candidate.is_absolute():
+            candidate = self.cwd / candidate
+        candidate = Path(os.path.normpath(candidate))
+        if self.confine:
+            root = os.path.realpath(self.cwd)
+            real = os.path.realpath(candidate)
+            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+                raise ToolError(f"path {str(path)!r} is outside the working directory {self.cwd}")
+        return candidate
+
+
+class Tool(abc.ABC):
+    """A thing an agent can do beyond generating text.
+
+    Subclass and set ``name``, ``description`` and ``parameters`` (a JSON
+    Schema for the arguments), then implement ``call``. Options given at
+    construction (``Database(table="users")``) are in ``self.opts`` and in
+    ``context.opts``; ``name``, ``description`` and ``parameters`` may be
+    properties computed from them, so one class can appear many times.
+
+    ``call`` returns the result: a ``str`` is sent as is, an
+    :class:`~condukt.messages.ImageBlock` (or a list of text/image blocks) as
+    content, anything else JSON-encoded. Raise :class:`ToolError` to report a
+    failure the model can act on; any other exception is reported the same way
+    (and logged). Arguments are validated against ``parameters`` before
+    ``call`` runs.
+
+    ``timeout`` bounds each call in seconds: :data:`AGENT_DEFAULT` uses the
+    agent's ``tool_timeout``; ``None`` means the tool enforces its own (as
+    ``Bash`` and ``Command`` do, killing their process group).
+    """
+
+    name: str = ""
+    description: str = ""
+    parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
+    timeout: float | None | _AgentDefault = AGENT_DEFAULT
+
+    def __init__(self, **opts: Any) -> None:
+        self.opts: dict[str, Any] = dict(opts)
+        self._validator: Any = None
+        self._definition: ToolDefinition | None = None
+
+    @abc.abstractmethod
+    async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
+        """Run the tool with validated ``args``; return the result for the model."""
+
+    def definition(self) -> ToolDefinition:
+        """The name, description and schema the model sees (computed once)."""
+        if self._definition is None:
+            self._definition = ToolDefinition(self.name, self.description, dict(self.parameters))
+        return self._definition
+
+    def check(self) -> None:
+        """Raise ``ValueError`` if the name or schema is unusable (done at agent start)."""
+        name = self.name
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(
+                f"{type(self).__name__}: tool name {name!r} must be 1-64 characters of letters, "
+                "digits, '_' or '-'"
+            )
+        schema = self.parameters
+        if not isinstance(schema, Mapping) or schema.get("type") != "object":
+            raise ValueError(f"tool {name!r}: parameters must be a JSON Schema of type 'object'")
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(f"tool {name!r}: invalid parameters schema: {exc.message}") from exc
+
+    def validate(self, args: Any) -> str | None:
+        """A message saying why ``args`` do not fit ``parameters``, or ``None``."""
+        if not isinstance(args, dict):
+            if isinstance(args, str):
+                return f"arguments are not valid JSON: {args[:200]!r}"
+            return f"arguments must be a JSON object, got {type(args).__name__}"
+        validator = self._validator
+        if validator is None:
+            schema = self.parameters
+            validator = self._validator = jsonschema.validators.validator_for(schema)(schema)
+        if validator.is_valid(args):
+            return None
+        error = best_match(validator.iter_errors(args))
+        where = "/".join(str(p) for p in error.absolute_path)
+        return f"{where}: {error.message}" if where else error.message
+
+    def __repr__(self) -> str:
+        # Options may hold secrets (Command env): never show their values.
+        try:
+            name = self.name
+        except Exception:  # a property that needs options it was not given
+            name = "?"
+        return f"<{type(self).__name__} tool {name!r}>"
+
+
+def resolve_tools(items: Iterable[Any]) -> list[Tool]:
+    """Instances for a tools list of classes and instances; checks names are unique.
+
+    Raises ``TypeError`` for an entry that is not a tool and ``ValueError``
+    for a bad name, a bad schema or a duplicate name.
+    """
+    tools: list[Tool] = []
+    seen: dict[str, Tool] = {}
+    for item in items:
+        if isinstance(item, type) and issubclass(item, Tool):
+            tool = item()
+        elif isinstance(item, Tool):
+            tool = item
+        else:
+            raise TypeError(f"a tool must be a condukt.Tool subclass or instance, got {item!r}")
+        tool.check()
+        if tool.name in seen:
+            raise ValueError(f"two tools are named {tool.name!r}; give one a different name")
+        seen[tool.name] = tool
+        tools.append(tool)
+    return tools
+
+
+def render_result(value: Any) -> tuple[TextBlock | ImageBlock, ...]:
+    """The content blocks the model sees for a tool's return value."""
+    if isinstance(value, str):
+        return (TextBlock(value),)
+    if isinstance(value, (TextBlock, ImageBlock)):
+        return (value,)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (TextBlock, ImageBlock)) for v in value):
+        return tuple(value)
+    if attrs.has(type(value)):
+        value = unstructure(value)
+    return (TextBlock(json.dumps(value, ensure_ascii=False, default=_json_default)),)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, Path):
+        return str(value)
+    if attrs.has(type(value)):
+        return unstructure(value)
+    raise TypeError(f"tool returned a value that is not JSON-serialisable: {type(value).__name__}")
