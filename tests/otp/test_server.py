@@ -156,6 +156,46 @@ async def test_kill_cuts_a_running_terminate_short(autojump_clock: Any) -> None:
         assert h.exit_reason == "killed"
 
 
+async def test_kill_cuts_the_terminate_after_a_crash_short(autojump_clock: Any) -> None:
+    log: Log = []
+    error = Boom("x")
+    async with condukt.open_node() as node:
+        h = await node.spawn(Worker, log, "a", hang_terminate=True)
+        await h.cast(("crash", error))
+        await settle()
+        assert events(log, "terminate") == [("a", error)]
+        h.kill()
+        with trio.fail_after(0.1):
+            assert await h.wait() == "killed"
+
+
+async def test_stop_during_the_terminate_after_a_crash_keeps_the_crash_reason(
+    autojump_clock: Any,
+) -> None:
+    log: Log = []
+    error = Boom("x")
+    async with condukt.open_node() as node:
+        h = await node.spawn(Worker, log, "a", hang_terminate=True)
+        await h.cast(("crash", error))
+        await settle()
+        await h.stop("normal", timeout=1.0)  # already exiting: waits for the crash's terminate
+        assert trio.current_time() == pytest.approx(condukt.DEFAULT_SHUTDOWN)
+        assert h.exit_reason == "killed"  # the terminate overran its budget
+        assert events(log, "terminate") == [("a", error)]
+
+
+class FailingTerminate(condukt.Server):
+    async def terminate(self, reason: condukt.ExitReason) -> None:
+        raise Boom("terminate")
+
+
+async def test_terminate_raising_turns_a_clean_exit_into_a_crash(autojump_clock: Any) -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(FailingTerminate)
+        await h.stop("normal")
+        assert isinstance(h.exit_reason, Boom) and str(h.exit_reason) == "terminate"
+
+
 async def test_wait_returns_the_exit_reason(autojump_clock: Any) -> None:
     async with condukt.open_node() as node:
         h = await node.spawn(Worker)

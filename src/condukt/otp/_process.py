@@ -587,8 +587,7 @@ class Handle:
         except BaseException as exc:
             if _only_cancelled(exc) or not isinstance(exc, Exception):
                 raise
-            reason = _unwrap(exc)
-            logger.error("%r crashed", self, exc_info=reason)
+            reason = self._crashed(exc)
             return await self._terminate(reason, self._shutdown)
         finally:
             self._nursery = None
@@ -615,9 +614,7 @@ class Handle:
                 except BaseException as exc:
                     if _only_cancelled(exc) or not isinstance(exc, Exception):
                         raise
-                    reason = _unwrap(exc)
-                    logger.error("%r crashed", self, exc_info=reason)
-                    reason = await self._terminate(reason, self._shutdown)
+                    reason = await self._terminate(self._crashed(exc), self._shutdown)
                 else:
                     stop = self._stop
                     assert stop is not None
@@ -626,6 +623,16 @@ class Handle:
                 nursery.cancel_scope.cancel()
         self._nursery = None
         return reason, True
+
+    def _crashed(self, exc: BaseException) -> ExitReason:
+        """A callback raised ``exc``: the process is exiting; returns the exit reason."""
+        reason = _unwrap(exc)
+        logger.error("%r crashed", self, exc_info=reason)
+        if self._stop is None:
+            # Exiting from now on, as after a stop: stop requests and link
+            # signals are ignored, and a kill cuts ``terminate`` short.
+            self._stop = (reason, True, self._shutdown)
+        return reason
 
     async def _init_in_task(self) -> BaseException | None:
         waiter = self._init_task
