@@ -460,3 +460,40 @@ async def test_supervisor_is_a_process(autojump_clock: Any) -> None:
         await sup.stop()
         assert not sup.alive and node.whereis("app") is None
         assert node.process_count == 0
+
+
+async def test_supervisor_stop_timeout_bounds_the_whole_shutdown(autojump_clock: Any) -> None:
+    log: Log = []
+    async with condukt.open_node() as node:
+        sup = await node.start_supervisor(
+            [spec(c, log, shutdown=2.0, hang_terminate=True) for c in "abcd"]
+        )
+        children = [h for _, h in sup.which_children()]
+        log.clear()
+        await sup.stop("normal", timeout=3.0)
+        # d used its 2 s, c was mid-terminate when the budget ran out and
+        # finished its own 2 s; b and a were cancelled without terminate.
+        assert sup.exit_reason == "killed"
+        assert trio.current_time() == pytest.approx(4.0)
+        assert lifecycle(log) == [("terminate", "d", "shutdown"), ("terminate", "c", "shutdown")]
+        assert [h.exit_reason for h in children if h is not None] == ["killed"] * 4
+        assert node.process_count == 0
+
+
+async def test_nested_supervisor_shutdown_budget_is_honoured(autojump_clock: Any) -> None:
+    log: Log = []
+    inner = condukt.ChildSpec(
+        "sub",
+        condukt.Supervisor,
+        kwargs={"children": [spec(c, log, shutdown=2.0, hang_terminate=True) for c in "xyz"]},
+        shutdown=1.0,
+        name="sub",
+    )
+    async with condukt.open_node() as node:
+        top = await node.start_supervisor([inner])
+        sub = node.whereis("sub")
+        assert sub is not None
+        await top.stop()
+        assert sub.exit_reason == "killed"
+        assert trio.current_time() == pytest.approx(2.0)
+        assert [entry[1] for entry in log if entry[0] == "terminate"] == ["z"]

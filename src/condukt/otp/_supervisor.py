@@ -185,10 +185,10 @@ class Supervisor(Server):
         )
         return child.handle
 
-    async def _stop(self, child: _Child) -> None:
+    async def _stop(self, child: _Child, *, shield: bool = True) -> None:
         handle, child.handle = child.handle, None  # its exit notice is now stale
         if handle is not None and handle.alive:
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=shield):
                 await stop_child(handle, child.spec)
 
     def _find(self, child_id: Hashable) -> _Child:
@@ -234,8 +234,10 @@ class Supervisor(Server):
             await super().handle_info(message)
 
     async def terminate(self, reason: ExitReason) -> None:
+        # Not shielded: when the supervisor's own shutdown budget runs out,
+        # the children not stopped yet are cancelled with it ("killed").
         for child in reversed(self._children):
-            await self._stop(child)
+            await self._stop(child, shield=False)
 
     # ------------------------------------------------------------------ restarts
 
