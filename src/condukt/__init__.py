@@ -7,7 +7,20 @@ supervisors), :mod:`condukt.messages` / :mod:`condukt.events` (data),
 """
 
 from . import events, messages, providers, serialization, testing, tools
-from .agent import Aborted, Agent, AgentError, AgentHandle, Busy, EventStream, NotRunning, RunTimeout
+from .agent import (
+    Aborted,
+    Agent,
+    AgentError,
+    AgentHandle,
+    Busy,
+    EventStream,
+    InvalidInput,
+    InvalidOutput,
+    NoResultSubmitted,
+    NotRunning,
+    RunTimeout,
+    UnknownOperation,
+)
 from .otp import *  # noqa: F403
 from .otp import __all__ as _otp_all
 from .providers import Model, ModelError, ModelRequest
@@ -23,14 +36,18 @@ __all__ = [
     "AgentHandle",
     "Busy",
     "EventStream",
+    "InvalidInput",
+    "InvalidOutput",
     "Model",
     "ModelError",
     "ModelRequest",
+    "NoResultSubmitted",
     "NotRunning",
     "RunTimeout",
     "Tool",
     "ToolContext",
     "ToolError",
+    "UnknownOperation",
     "__version__",
     "events",
     "messages",

@@ -1,7 +1,17 @@
 """Agents: the :class:`Agent` behaviour, its process, and :class:`AgentHandle`."""
 
 from ._agent import AGENT_OPTIONS, Agent
-from ._errors import Aborted, AgentError, Busy, NotRunning, RunTimeout
+from ._errors import (
+    Aborted,
+    AgentError,
+    Busy,
+    InvalidInput,
+    InvalidOutput,
+    NoResultSubmitted,
+    NotRunning,
+    RunTimeout,
+    UnknownOperation,
+)
 from ._handle import STREAM_BUFFER, AgentHandle, EventStream
 from ._ids import uuid7
 
@@ -14,7 +24,11 @@ __all__ = [
     "AgentHandle",
     "Busy",
     "EventStream",
+    "InvalidInput",
+    "InvalidOutput",
+    "NoResultSubmitted",
     "NotRunning",
     "RunTimeout",
+    "UnknownOperation",
     "uuid7",
 ]

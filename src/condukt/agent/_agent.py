@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -35,11 +36,13 @@ from ..messages import (
 )
 from ..otp import NO_REPLY, Caller, Server
 from ..providers import Model, ModelError, ModelRequest, resolve_model, validate_thinking_level
+from ..serialization import unstructure
 from ..tools import AGENT_DEFAULT, Tool, ToolContext, ToolError, render_result, resolve_tools
-from ._errors import Aborted, Busy, NotRunning, RunTimeout
+from ._errors import Aborted, Busy, InvalidOutput, NoResultSubmitted, NotRunning, RunTimeout
 from ._handle import AgentHandle
 from ._ids import uuid7
 from ._requests import AbortRun, CancelRun, Clear, FollowUp, GetHistory, RunRequest, Steer
+from ._structured import SUBMIT_RESULT, OutputSpec, Submission
 
 __all__ = ["Agent", "AGENT_OPTIONS"]
 
@@ -62,22 +65,35 @@ AGENT_OPTIONS = frozenset(
         "confine_to_cwd",
         "max_tokens",
         "model_options",
+        "output_retries",
     }
 )
+
+_OUTPUT_SPECS: dict[Any, OutputSpec] = {}
+
+
+def output_spec(output: Any) -> OutputSpec:
+    """The (cached) :class:`OutputSpec` for an ``output=`` argument."""
+    key = output if isinstance(output, type) else repr(output)
+    spec = _OUTPUT_SPECS.get(key)
+    if spec is None:
+        spec = _OUTPUT_SPECS[key] = OutputSpec.of(output)
+    return spec
 
 
 class _RunState:
     """One run in progress inside the agent process."""
 
-    __slots__ = ("abort_waiters", "caller", "emit", "request", "scope", "sink", "steer")
+    __slots__ = ("abort_waiters", "caller", "emit", "request", "scope", "sink", "steer", "submission")
 
-    def __init__(self, request: RunRequest, caller: Caller | None) -> None:
+    def __init__(self, request: RunRequest, caller: Caller | None, submission: Submission | None) -> None:
         self.request = request
         self.caller = caller
         self.scope = trio.CancelScope()  # abort() cancels it, even before the task starts
         self.steer: list[str] = []
         self.abort_waiters: list[Caller] = []
         self.sink = request.sink
+        self.submission = submission
 
 
 class Agent(Server):
@@ -129,6 +145,8 @@ class Agent(Server):
     confine_to_cwd: ClassVar[bool] = False
     #: Output token cap per response (``None``: the provider's default).
     max_tokens: ClassVar[int | None] = None
+    #: Invalid ``submit_result`` calls a structured run tolerates before ``InvalidOutput``.
+    output_retries: ClassVar[int] = 2
 
     handle: AgentHandle
 
@@ -171,8 +189,11 @@ class Agent(Server):
         self.config_run_timeout: float | None = options.get("run_timeout", cls.run_timeout)
         self.config_confine = bool(options.get("confine_to_cwd", cls.confine_to_cwd))
         self.config_max_tokens: int | None = options.get("max_tokens", cls.max_tokens)
+        self.config_output_retries = int(options.get("output_retries", cls.output_retries))
         tools = options["tools"] if "tools" in options else self.tools()
         self.tool_list: list[Tool] = resolve_tools(tools)
+        if SUBMIT_RESULT in {tool.name for tool in self.tool_list}:
+            raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
         self._tools_by_name: dict[str, Tool] = {tool.name: tool for tool in self.tool_list}
         self.tool_definitions: tuple[ToolDefinition, ...] = tuple(t.definition() for t in self.tool_list)
         model = options.get("model", cls.model)
@@ -195,10 +216,19 @@ class Agent(Server):
             if self._active is not None:
                 caller.reply_error(Busy(f"{self.handle!r} is already running; use follow_up() to queue"))
                 return NO_REPLY
+            try:
+                submission = (
+                    None
+                    if request.output is None
+                    else Submission(output_spec(request.output), self.config_output_retries)
+                )
+            except (TypeError, ValueError) as exc:
+                caller.reply_error(exc)
+                return NO_REPLY
             if request.sink is not None:
-                self._start_run(request, None)
+                self._start_run(request, None, submission)
                 return None  # a stream run: its events are the answer
-            self._start_run(request, caller)
+            self._start_run(request, caller, submission)
             return NO_REPLY
         if kind is AbortRun:
             return self._abort(request.run, caller)
@@ -210,7 +240,7 @@ class Agent(Server):
             return None
         if kind is FollowUp:
             if self._active is None and not self._follow_ups:
-                self._start_run(RunRequest(request.text, timeout=self.config_run_timeout), None)
+                self._start_run(RunRequest(request.text, timeout=self.config_run_timeout), None, None)
             else:
                 self._follow_ups.append(request.text)
             return None
@@ -244,8 +274,8 @@ class Agent(Server):
 
     # ------------------------------------------------------------------ runs
 
-    def _start_run(self, request: RunRequest, caller: Caller | None) -> None:
-        state = _RunState(request, caller)
+    def _start_run(self, request: RunRequest, caller: Caller | None, submission: Submission | None) -> None:
+        state = _RunState(request, caller, submission)
         self._active = state
         self.start_soon(self._run_task, state)
 
@@ -253,7 +283,7 @@ class Agent(Server):
         try:
             try:
                 result = await self._execute(state)
-            except (Aborted, RunTimeout, ModelError) as exc:
+            except (Aborted, RunTimeout, ModelError, InvalidOutput, NoResultSubmitted) as exc:
                 if state.caller is not None:
                     state.caller.reply_error(exc)
             else:
@@ -267,7 +297,7 @@ class Agent(Server):
                 waiter.reply(True)
         if self._follow_ups:
             text = self._follow_ups.popleft()
-            self._start_run(RunRequest(text, timeout=self.config_run_timeout), None)
+            self._start_run(RunRequest(text, timeout=self.config_run_timeout), None, None)
 
     async def _emit(self, state: _RunState, event: Event) -> None:
         sink = state.sink
@@ -294,6 +324,8 @@ class Agent(Server):
         turn = 0
         text = ""
         failure: BaseException | None = None
+        submission = state.submission
+        model_request = self._request_builder(submission)
         try:
             with state.scope:
                 with trio.move_on_after(request.timeout if request.timeout is not None else float("inf")) as clock:
@@ -304,7 +336,7 @@ class Agent(Server):
                             committed = len(messages)
                         turn += 1
                         await emit(TurnStart(turn))
-                        response = await self.model_instance.complete(self._request(messages), emit)
+                        response = await self.model_instance.complete(model_request(messages), emit)
                         usage = usage + response.usage
                         if response.text:
                             text = response.text
@@ -314,6 +346,16 @@ class Agent(Server):
                             messages.extend(await self._run_tools(calls, state, emit))
                         committed = len(messages)
                         await emit(TurnEnd(turn, response))
+                        if submission is not None:
+                            if submission.accepted:
+                                break
+                            if submission.exhausted:
+                                failure = InvalidOutput(
+                                    f"the model submitted {submission.failures} invalid result(s): "
+                                    + "; ".join(submission.last_errors),
+                                    submission.last_errors,
+                                )
+                                break
                         if not calls:
                             if state.steer:
                                 continue
@@ -325,6 +367,8 @@ class Agent(Server):
                 failure = RunTimeout(f"run did not finish within {request.timeout:g}s")
             elif state.scope.cancelled_caught:
                 failure = Aborted("run aborted")
+            elif failure is None and submission is not None and not submission.accepted:
+                failure = NoResultSubmitted("the run ended without a call to submit_result")
         except ModelError as exc:
             failure = exc
         except BaseException:
@@ -338,18 +382,28 @@ class Agent(Server):
             )
             await emit(Done(status))
             raise failure
-        await emit(AgentEnd(text, usage, turn))
+        if submission is not None:
+            result = submission.value
+            await emit(AgentEnd(json.dumps(unstructure(result), ensure_ascii=False, default=str), usage, turn))
+        else:
+            result = text
+            await emit(AgentEnd(text, usage, turn))
         await emit(Done("completed"))
-        return text
+        return result
 
-    def _request(self, messages: list[Message]) -> ModelRequest:
-        return ModelRequest(
-            self.config_system_prompt,
-            tuple(messages),
-            self.tool_definitions,
-            self.config_thinking_level,
-            self.config_max_tokens,
-        )
+    def _request_builder(self, submission: Submission | None) -> Any:
+        system_prompt = self.config_system_prompt
+        tools = self.tool_definitions
+        if submission is not None:
+            instruction = submission.spec.instruction
+            system_prompt = f"{system_prompt}\n\n{instruction}" if system_prompt else instruction
+            tools = (*tools, submission.spec.definition())
+        thinking, max_tokens = self.config_thinking_level, self.config_max_tokens
+
+        def build(messages: list[Message]) -> ModelRequest:
+            return ModelRequest(system_prompt, tuple(messages), tools, thinking, max_tokens)
+
+        return build
 
     # ------------------------------------------------------------------ tools
 
@@ -369,12 +423,15 @@ class Agent(Server):
     async def _run_tool(self, call: ToolCall, state: _RunState, emit: Any) -> ToolResultMessage:
         await emit(ToolCallStart(call.id, call.name, call.arguments))
         started = trio.current_time()
-        content, is_error = await self._call_tool(call)
+        if state.submission is not None and call.name == SUBMIT_RESULT:
+            content, is_error = state.submission.submit(call.arguments)
+        else:
+            content, is_error = await self._call_tool(call, emit)
         result = ToolResultMessage(call.id, call.name, content, is_error)
         await emit(ToolCallEnd(call.id, call.name, result.text, is_error, trio.current_time() - started))
         return result
 
-    def _tool_context(self, tool: Tool, call: ToolCall) -> ToolContext:
+    def _tool_context(self, tool: Tool, call: ToolCall, emit: Any) -> ToolContext:
         return ToolContext(
             self.handle,
             self.cwd,
@@ -382,9 +439,10 @@ class Agent(Server):
             self.session_id,
             call.id,
             self.config_confine,
+            emit=emit,
         )
 
-    async def _call_tool(self, call: ToolCall) -> tuple[tuple[TextBlock | ImageBlock, ...], bool]:
+    async def _call_tool(self, call: ToolCall, emit: Any) -> tuple[tuple[TextBlock | ImageBlock, ...], bool]:
         tool = self._tools_by_name.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self._tools_by_name)) or "none"
@@ -393,7 +451,7 @@ class Agent(Server):
         if problem is not None:
             return _error(f"invalid arguments for {call.name}: {problem}")
         timeout = self.config_tool_timeout if tool.timeout is AGENT_DEFAULT else tool.timeout
-        context = self._tool_context(tool, call)
+        context = self._tool_context(tool, call, emit)
         try:
             with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:  # type: ignore[arg-type]
                 value = await tool.call(dict(call.arguments), context)

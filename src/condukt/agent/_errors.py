@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from ..otp import ConduktError
 
-__all__ = ["Aborted", "AgentError", "Busy", "NotRunning", "RunTimeout"]
+__all__ = [
+    "Aborted",
+    "AgentError",
+    "Busy",
+    "InvalidInput",
+    "InvalidOutput",
+    "NoResultSubmitted",
+    "NotRunning",
+    "RunTimeout",
+    "UnknownOperation",
+]
 
 
 class AgentError(ConduktError):
@@ -28,3 +38,29 @@ class Busy(AgentError):
 
 class NotRunning(AgentError):
     """``steer`` needs a run in progress."""
+
+
+class InvalidInput(AgentError, ValueError):
+    """A structured run's ``input`` does not match its schema; no model request was made."""
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        #: The individual validation messages.
+        self.errors = errors or []
+
+
+class InvalidOutput(AgentError):
+    """The model kept submitting results that do not match the output schema."""
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        #: The validation messages of the last submission.
+        self.errors = errors or []
+
+
+class NoResultSubmitted(AgentError):
+    """A structured run ended without the model calling ``submit_result``."""
+
+
+class UnknownOperation(AgentError, LookupError):
+    """No operation of that name is declared on the agent class."""

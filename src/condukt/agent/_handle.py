@@ -15,6 +15,7 @@ from ..messages import ImageBlock, Message
 from ..otp import CallError, ConduktError, Handle, NoProc
 from ..tools.read import IMAGE_TYPES
 from ._requests import AbortRun, CancelRun, Clear, FollowUp, GetHistory, RunRequest, Steer
+from ._structured import render_input
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -38,6 +39,25 @@ def _load_images(images: Iterable[ImageBlock | str | os.PathLike[str]] | None) -
             raise ValueError(f"{path} is not a supported image (png, jpg, gif, webp)")
         blocks.append(ImageBlock.from_bytes(path.read_bytes(), media_type))
     return tuple(blocks)
+
+
+def _request(
+    prompt: str,
+    timeout: float | None,
+    max_turns: int | None,
+    images: Any,
+    output: Any,
+    input: Any,
+    input_schema: Any,
+) -> RunRequest:
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    if input is not None or input_schema is not None:
+        rendered = render_input(input, input_schema)
+        prompt = f"{prompt}\n\n{rendered}" if prompt else rendered
+    return RunRequest(
+        prompt, images=_load_images(images), timeout=timeout, max_turns=max_turns, output=output
+    )
 
 
 class AgentHandle(Handle):
@@ -74,31 +94,34 @@ class AgentHandle(Handle):
         timeout: float | None = 300,
         max_turns: int | None = None,
         images: Iterable[ImageBlock | str | os.PathLike[str]] | None = None,
-        **extra: Any,
+        output: Any = None,
+        input: Any = None,
+        input_schema: Any = None,
     ) -> Any:
-        """Run ``prompt`` to completion and return the final text.
+        """Run ``prompt`` to completion and return the final text (or structured result).
 
         The loop asks the model, runs the tools it calls (concurrently), and
         repeats until the model answers without tools or ``max_turns`` model
         requests were made (then the last text is returned and a
         :class:`~condukt.events.MaxTurnsReached` event says so).
 
+        With ``output=`` (a JSON Schema dict, an attrs class or a dataclass)
+        the model must call a ``submit_result`` tool with a result matching
+        it, and ``run`` returns that result (a dict, or an instance of the
+        class); see ``docs/structured-output.md``. ``input=`` is rendered into
+        the prompt as JSON, validated first against ``input_schema`` if given
+        (:class:`InvalidInput`, before any model request).
+
         Raises :class:`Busy` if a run is in progress, :class:`Aborted` if
         ``abort()`` stopped it, :class:`RunTimeout` after ``timeout`` seconds,
-        a :class:`~condukt.providers.ModelError` if the model failed, and
-        :class:`~condukt.CallError` if the agent crashed. Cancelling the
+        a :class:`~condukt.providers.ModelError` if the model failed,
+        :class:`InvalidOutput` / :class:`NoResultSubmitted` for a structured
+        run without a valid result, and :class:`~condukt.CallError` if the
+        agent crashed. Cancelling the
         caller aborts the run. In every case history holds only completed
         turns.
         """
-        request = RunRequest(
-            prompt,
-            images=_load_images(images),
-            timeout=timeout,
-            max_turns=max_turns,
-            output=extra.pop("output", None),
-            input=extra.pop("input", None),
-            extra=extra,
-        )
+        request = _request(prompt, timeout, max_turns, images, output, input, input_schema)
         try:
             return await self.call(request, timeout=None)
         except trio.Cancelled:
@@ -113,7 +136,9 @@ class AgentHandle(Handle):
         timeout: float | None = 300,
         max_turns: int | None = None,
         images: Iterable[ImageBlock | str | os.PathLike[str]] | None = None,
-        **extra: Any,
+        output: Any = None,
+        input: Any = None,
+        input_schema: Any = None,
     ) -> _StreamContext:
         """Run ``prompt`` and iterate over its events as they happen.
 
@@ -129,15 +154,7 @@ class AgentHandle(Handle):
         on entry if a run is in progress, and :class:`~condukt.CallError`
         while iterating if the agent crashed.
         """
-        request = RunRequest(
-            prompt,
-            images=_load_images(images),
-            timeout=timeout,
-            max_turns=max_turns,
-            output=extra.pop("output", None),
-            input=extra.pop("input", None),
-            extra=extra,
-        )
+        request = _request(prompt, timeout, max_turns, images, output, input, input_schema)
         return _StreamContext(self, request)
 
     async def abort(self) -> bool:

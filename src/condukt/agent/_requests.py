@@ -30,8 +30,6 @@ class RunRequest:
     max_turns: int | None = None
     sink: trio.MemorySendChannel[Any] | None = None
     output: Any = None
-    input: Any = None
-    extra: dict[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen

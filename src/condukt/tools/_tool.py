@@ -67,6 +67,9 @@ class ToolContext:
     tool_call_id: str = ""
     confine: bool = False
     secrets: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    #: ``await context.emit(event)`` publishes an event into the calling run's
+    #: stream (sub-agents forward their events this way); ``None`` outside a run.
+    emit: Any = attrs.field(default=None, repr=False)
 
     def resolve_path(self, path: str | os.PathLike[str]) -> Path:
         """``path`` made absolute against ``cwd``.
