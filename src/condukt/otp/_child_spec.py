@@ -189,9 +189,9 @@ async def start_process(
         try:
             await wait_task_rescheduled(handle._abort_init_wait)
         except BaseException:
-            # A failed init already ended the process; a cancelled start made
-            # it shut down (``_abort_init_wait``): wait until it is gone, so
-            # nothing is left running or registered when this raises.
+            # ``init`` failed, or the start was cancelled and the process told
+            # to shut down (``_abort_init_wait``): wait until it is gone, its
+            # children included, so nothing is left running or registered.
             with trio.CancelScope(shield=True):
                 await handle.wait()
             raise

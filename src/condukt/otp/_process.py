@@ -641,10 +641,6 @@ class Handle:
         try:
             await server._boot(*self._args, **self._kwargs)
         except Exception as exc:
-            # Dead before the starter wakes up: when ``spawn`` raises, the
-            # process is no longer counted, registered or alive (its task
-            # only has its nursery left to close).
-            self._exit(exc, notify=False)
             if waiter is not None:
                 self._init_task = None
                 reschedule(waiter, outcome.Error(exc))
