@@ -44,6 +44,19 @@ async def test_name_taken_applies_to_supervisors_and_children(autojump_clock: An
         assert node.registered() == ["x"]
 
 
+async def test_name_taken_when_a_supervisor_starts_a_child(autojump_clock: Any) -> None:
+    async with condukt.open_node() as node:
+        await node.spawn(Worker, name="x")
+        sup = await node.start_supervisor([])
+        dyn = await node.start_dynamic_supervisor()
+        with pytest.raises(condukt.NameTaken):
+            await sup.start_child(condukt.ChildSpec("a", Worker, name="x"))
+        with pytest.raises(condukt.NameTaken):
+            await dyn.start_child(condukt.ChildSpec(None, Worker, name="x"))
+        assert sup.which_children() == [] and dyn.which_children() == []
+        assert sup.alive and dyn.alive
+
+
 async def test_name_is_freed_when_the_process_dies(autojump_clock: Any) -> None:
     async with condukt.open_node() as node:
         first = await node.spawn(Worker, name="svc")
@@ -170,6 +183,15 @@ async def test_exception_in_the_body_propagates_unwrapped(autojump_clock: Any) -
     assert info.value is error
     assert events(log, "terminate") == [("b", "shutdown"), ("a", "shutdown")]
     assert tasks_living() == before
+
+
+async def test_exception_group_raised_in_the_body_propagates_as_is(autojump_clock: Any) -> None:
+    group = ExceptionGroup("mine", [Boom("1"), Boom("2")])
+    with pytest.raises(ExceptionGroup) as info:
+        async with condukt.open_node() as node:
+            await node.spawn(Worker)
+            raise group
+    assert info.value is group
 
 
 async def test_cancelling_the_body_stops_everything(autojump_clock: Any) -> None:

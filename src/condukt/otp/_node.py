@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, TypeVar
@@ -300,7 +300,17 @@ async def _host(node: Node, *, task_status: trio.TaskStatus[DynamicSupervisorHan
 
 def _only(group: BaseExceptionGroup, exc: BaseException) -> bool:
     """Whether ``group`` holds nothing but ``exc`` (however nested) and ``Cancelled``."""
-    # ``split`` (unlike ``subgroup`` with a negated predicate) never matches the
-    # wrapping groups themselves, only ``exc`` and the leaves.
-    _, rest = group.split(lambda e: e is exc or isinstance(e, trio.Cancelled))
+    # Compare leaves: trio re-derives a group raised in the block (``split``
+    # copies groups, never leaves). ``split`` never matches the wrapping
+    # groups themselves (``subgroup`` with a negated predicate would).
+    mine = {id(leaf) for leaf in _leaves(exc)}
+    _, rest = group.split(lambda e: id(e) in mine or isinstance(e, trio.Cancelled))
     return rest is None
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
