@@ -19,7 +19,11 @@ from .agent import (
     NoResultSubmitted,
     NotRunning,
     RunTimeout,
+    Subagent,
     UnknownOperation,
+    operation,
+    run,
+    run_operation,
 )
 from .otp import *  # noqa: F403
 from .otp import __all__ as _otp_all
@@ -44,6 +48,7 @@ __all__ = [
     "NoResultSubmitted",
     "NotRunning",
     "RunTimeout",
+    "Subagent",
     "Tool",
     "ToolContext",
     "ToolError",
@@ -51,7 +56,10 @@ __all__ = [
     "__version__",
     "events",
     "messages",
+    "operation",
     "providers",
+    "run",
+    "run_operation",
     "serialization",
     "testing",
     "tool",

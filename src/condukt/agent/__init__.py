@@ -14,6 +14,9 @@ from ._errors import (
 )
 from ._handle import STREAM_BUFFER, AgentHandle, EventStream
 from ._ids import uuid7
+from ._oneshot import run
+from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
+from ._subagents import Subagent, SubagentSupervisor
 
 __all__ = [
     "AGENT_OPTIONS",
@@ -22,13 +25,21 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentHandle",
+    "BoundOperation",
     "Busy",
     "EventStream",
     "InvalidInput",
     "InvalidOutput",
     "NoResultSubmitted",
     "NotRunning",
+    "Operation",
     "RunTimeout",
+    "Subagent",
+    "SubagentSupervisor",
     "UnknownOperation",
+    "operation",
+    "operations_of",
+    "run",
+    "run_operation",
     "uuid7",
 ]

@@ -34,7 +34,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ..otp import NO_REPLY, Caller, Server
+from ..otp import NO_REPLY, Caller, ChildSpec, Server
 from ..providers import Model, ModelError, ModelRequest, resolve_model, validate_thinking_level
 from ..serialization import unstructure
 from ..tools import AGENT_DEFAULT, Tool, ToolContext, ToolError, render_result, resolve_tools
@@ -43,6 +43,7 @@ from ._handle import AgentHandle
 from ._ids import uuid7
 from ._requests import AbortRun, CancelRun, Clear, FollowUp, GetHistory, RunRequest, Steer
 from ._structured import SUBMIT_RESULT, OutputSpec, Submission
+from ._subagents import SubagentSupervisor, SubagentTool, resolve_roles
 
 __all__ = ["Agent", "AGENT_OPTIONS"]
 
@@ -66,6 +67,9 @@ AGENT_OPTIONS = frozenset(
         "max_tokens",
         "model_options",
         "output_retries",
+        "subagents",
+        "max_concurrent_subagents",
+        "load_project_instructions",
     }
 )
 
@@ -147,6 +151,8 @@ class Agent(Server):
     max_tokens: ClassVar[int | None] = None
     #: Invalid ``submit_result`` calls a structured run tolerates before ``InvalidOutput``.
     output_retries: ClassVar[int] = 2
+    #: Sub-agents of one agent that may run at the same time.
+    max_concurrent_subagents: ClassVar[int] = 4
 
     handle: AgentHandle
 
@@ -165,6 +171,19 @@ class Agent(Server):
     async def handle_event(self, event: Event) -> None:
         """Called for every event of every run (in order). An exception crashes the agent."""
 
+    def subagents(self) -> Mapping[str, Any]:
+        """Roles this agent may delegate to: ``{"role": AgentClass | (AgentClass, options) | Subagent(...)}``.
+
+        When not empty, a ``subagent`` tool is added; see ``docs/subagents.md``.
+        """
+        return {}
+
+    async def terminate(self, reason: Any) -> None:
+        """Stops this agent's sub-agents. Call ``super().terminate(reason)`` when overriding."""
+        supervisor = self._subagent_sup
+        if supervisor is not None and supervisor.alive:
+            await supervisor.stop("shutdown", timeout=None)
+
     # ------------------------------------------------------------------ start
 
     async def _boot(self, **options: Any) -> None:
@@ -177,6 +196,8 @@ class Agent(Server):
         self.messages: list[Message] = []
         self._active: _RunState | None = None
         self._follow_ups: deque[str] = deque()
+        self._subagent_sup: Any = None
+        self._subagent_lock = trio.Lock()
         await self.init(options)
         self._configure(options)
 
@@ -190,7 +211,13 @@ class Agent(Server):
         self.config_confine = bool(options.get("confine_to_cwd", cls.confine_to_cwd))
         self.config_max_tokens: int | None = options.get("max_tokens", cls.max_tokens)
         self.config_output_retries = int(options.get("output_retries", cls.output_retries))
-        tools = options["tools"] if "tools" in options else self.tools()
+        tools = list(options["tools"] if "tools" in options else self.tools())
+        roles = resolve_roles(options["subagents"] if "subagents" in options else self.subagents())
+        if roles:
+            limit = _positive_int(
+                "max_concurrent_subagents", options.get("max_concurrent_subagents", cls.max_concurrent_subagents)
+            )
+            tools.append(SubagentTool(self, roles, limit))
         self.tool_list: list[Tool] = resolve_tools(tools)
         if SUBMIT_RESULT in {tool.name for tool in self.tool_list}:
             raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
@@ -207,6 +234,16 @@ class Agent(Server):
             **dict(options.get("model_options") or {}),
         )
         self._event_hook = type(self).handle_event is not Agent.handle_event
+
+    async def _subagent_supervisor(self) -> Any:
+        """This agent's sub-agent supervisor, started on first use."""
+        async with self._subagent_lock:
+            supervisor = self._subagent_sup
+            if supervisor is None or not supervisor.alive:
+                supervisor = self._subagent_sup = await self.handle.node.root.start_child(
+                    ChildSpec(None, SubagentSupervisor, kwargs={"owner": self.handle}, restart="temporary")
+                )
+        return supervisor
 
     # ------------------------------------------------------------------ mailbox
 

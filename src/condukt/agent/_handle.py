@@ -183,6 +183,20 @@ class AgentHandle(Handle):
         """
         await self.call(FollowUp(text))
 
+    async def operation(self, name: str, input: Any = None, /, **options: Any) -> Any:
+        """Run the operation ``name`` of this agent's class as a one-shot.
+
+        It uses this agent's start options (model, keys, cwd...), overridden
+        by ``options``, on a fresh transient agent: this agent's history is
+        neither used nor changed. Raises :class:`UnknownOperation`.
+        """
+        from ._operations import run_operation
+
+        agent = self._agent()
+        merged = {k: v for k, v in agent.options.items() if k not in ("id", "name")}
+        merged.update(options)
+        return await run_operation(type(agent), name, input, **merged)
+
     async def history(self) -> tuple[Message, ...]:
         """The conversation: user, assistant and tool result messages, in order."""
         result: tuple[Message, ...] = await self.call(GetHistory())

@@ -1,0 +1,84 @@
+"""One-shot runs: a transient agent for one prompt, never leaked."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import trio
+
+from ..messages import ImageBlock
+from ..otp import ConduktError, current_node, open_node
+from ._agent import Agent
+from ._handle import AgentHandle
+
+__all__ = ["run"]
+
+
+async def run(
+    agent: type[Agent] | str,
+    prompt: str | None = None,
+    /,
+    *,
+    output: Any = None,
+    input: Any = None,
+    input_schema: Any = None,
+    timeout: float | None = 300,
+    max_turns: int | None = None,
+    images: Iterable[ImageBlock | str | os.PathLike[str]] | None = None,
+    **options: Any,
+) -> Any:
+    """Run one prompt on a transient agent and return its answer.
+
+    ``await condukt.run("prompt", model=..., tools=[...], system_prompt=..., output=...)``
+    uses a plain :class:`Agent`; ``await condukt.run(MyAgent, "prompt", ...)``
+    uses ``MyAgent`` (its tools, system prompt and model, overridable by
+    ``options``). ``output``/``input``/``input_schema`` work as in
+    :meth:`AgentHandle.run`.
+
+    The agent starts under the current node (inside ``open_node``), or a
+    temporary node otherwise, and is always stopped afterwards: when the run
+    succeeds, raises, or the caller is cancelled. Project instructions are
+    not loaded unless ``load_project_instructions=True`` is passed.
+    """
+    if isinstance(agent, str):
+        if prompt is not None:
+            raise TypeError("condukt.run(prompt, ...) takes the prompt once")
+        agent_class: type[Agent] = Agent
+        prompt = agent
+    else:
+        if not (isinstance(agent, type) and issubclass(agent, Agent)):
+            raise TypeError(f"condukt.run expects a prompt or an Agent subclass, got {agent!r}")
+        if prompt is None:
+            raise TypeError("condukt.run(MyAgent, prompt) needs a prompt")
+        agent_class = agent
+    options.setdefault("load_project_instructions", False)
+    run_kwargs: dict[str, Any] = {
+        "output": output,
+        "input": input,
+        "input_schema": input_schema,
+        "timeout": timeout,
+        "max_turns": max_turns,
+        "images": images,
+    }
+    node = current_node()
+    if node is not None:
+        return await _run_on(node, agent_class, prompt, options, run_kwargs)
+    async with open_node() as temporary:
+        return await _run_on(temporary, agent_class, prompt, options, run_kwargs)
+
+
+async def _run_on(
+    node: Any, agent_class: type[Agent], prompt: str, options: dict[str, Any], run_kwargs: dict[str, Any]
+) -> Any:
+    handle: AgentHandle = await node.spawn(agent_class, **options)
+    try:
+        return await handle.run(prompt, **run_kwargs)
+    finally:
+        with trio.CancelScope(shield=True):
+            if handle.alive:
+                try:
+                    await handle.stop("normal")
+                except ConduktError:
+                    pass

@@ -1,0 +1,193 @@
+"""Sub-agents: delegation to supervised, monitored, cancellable child agents."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ..events import SubagentEvent
+from ..otp import CallError, ChildSpec, ConduktError, Down, DynamicSupervisor, Handle
+from ..tools import Tool, ToolContext, ToolError
+from ._errors import InvalidInput
+from ._structured import _schema_of, render_input
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["Role", "Subagent", "SubagentSupervisor", "SubagentTool", "resolve_roles"]
+
+#: Start options a child inherits from its parent unless its role sets them.
+INHERITED = ("cwd", "api_key", "base_url", "secrets", "model_options", "confine_to_cwd")
+
+
+@attrs.frozen
+class Subagent:
+    """An inline sub-agent role: a plain :class:`Agent` with these settings.
+
+    ``model`` ``None`` inherits the parent's model; ``input``/``output`` are
+    schemas (JSON Schema dict, attrs class or dataclass) for the delegated
+    task's structured input and result.
+    """
+
+    system_prompt: str | None = None
+    tools: Sequence[Any] = ()
+    model: Any = None
+    input: Any = None
+    output: Any = None
+    description: str = ""
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Role:
+    """A resolved role: what to start and how."""
+
+    name: str
+    agent: type[Agent]
+    options: Mapping[str, Any]
+    input: Any
+    output: Any
+    description: str
+
+
+def resolve_roles(spec: Mapping[str, Any]) -> dict[str, Role]:
+    """Roles from ``Agent.subagents()``: class, ``(class, options)`` or :class:`Subagent`."""
+    from ._agent import Agent
+
+    roles: dict[str, Role] = {}
+    for name, value in spec.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"sub-agent role names must be non-empty strings, got {name!r}")
+        if isinstance(value, Subagent):
+            options = dict(value.options)
+            if value.system_prompt is not None:
+                options["system_prompt"] = value.system_prompt
+            options["tools"] = list(value.tools)
+            if value.model is not None:
+                options["model"] = value.model
+            role = Role(name, Agent, options, value.input, value.output, value.description)
+        else:
+            if isinstance(value, tuple) and len(value) == 2:
+                cls, options = value[0], dict(value[1])
+            else:
+                cls, options = value, {}
+            if not (isinstance(cls, type) and issubclass(cls, Agent)):
+                raise TypeError(f"sub-agent role {name!r} must be an Agent subclass, (class, options) or Subagent")
+            description = options.pop("description", "") or (cls.__doc__ or "").strip().split("\n")[0]
+            role = Role(name, cls, options, options.pop("input", None), options.pop("output", None), description)
+        for schema in (role.input, role.output):
+            if schema is not None:
+                _schema_of(schema)  # fail at start, not at the first delegation
+        roles[name] = role
+    return roles
+
+
+class SubagentSupervisor(DynamicSupervisor):
+    """The dynamic supervisor of one agent's sub-agents; it stops when its owner exits."""
+
+    async def init(self, owner: Handle, **kwargs: Any) -> None:  # type: ignore[override]
+        await super().init(**kwargs)
+        self._owner_ref = self.monitor(owner)
+
+    async def handle_info(self, message: Any) -> None:
+        if isinstance(message, Down) and message.ref is self._owner_ref:
+            self.stop("shutdown")  # no orphans: the children go with their parent
+            return
+        await super().handle_info(message)
+
+
+class SubagentTool(Tool):
+    """The injected ``subagent`` tool: ``{role, task, input?}`` runs a child agent."""
+
+    name = "subagent"
+    timeout = None  # each child run has its own timeout
+
+    def __init__(self, parent: Agent, roles: dict[str, Role], max_concurrent: int) -> None:
+        super().__init__()
+        self._parent = parent
+        self._roles = roles
+        self._limiter = trio.CapacityLimiter(max_concurrent)
+        listed = "\n".join(f"- {r.name}: {r.description}" if r.description else f"- {r.name}" for r in roles.values())
+        self._description = (
+            "Delegate a task to a sub-agent. It works on its own (with its own tools) and returns "
+            f"its final answer. Several calls in one turn run in parallel. Roles:\n{listed}"
+        )
+        branches = []
+        for role in roles.values():
+            branch: dict[str, Any] = {"properties": {"role": {"const": role.name}}}
+            if role.input is not None:
+                branch["properties"]["input"] = _schema_of(role.input)[0]
+                branch["required"] = ["input"]
+            branches.append(branch)
+        self._parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "role": {"type": "string", "enum": list(roles), "description": "Which sub-agent to run"},
+                "task": {"type": "string", "description": "What the sub-agent should do"},
+                "input": {"description": "Structured input, for roles that take one"},
+            },
+            "required": ["role", "task"],
+            "additionalProperties": False,
+            "oneOf": branches,
+        }
+
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        """Lists the roles."""
+        return self._description
+
+    @property
+    def parameters(self) -> dict[str, Any]:  # type: ignore[override]
+        """``role`` (one of the roles), ``task``, and per-role ``input``."""
+        return self._parameters
+
+    def validate(self, args: Any) -> str | None:
+        """Check the role first, so an unknown one is reported with the known ones."""
+        if isinstance(args, dict) and args.get("role") not in self._roles:
+            known = ", ".join(self._roles)
+            return f"unknown sub-agent role {args.get('role')!r}; known roles: {known}"
+        return super().validate(args)
+
+    async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
+        """Start the child, run the task, forward its events, stop it."""
+        role = self._roles[args["role"]]
+        task = args["task"]
+        if role.input is not None:
+            try:
+                task = f"{task}\n\n{render_input(args.get('input'), role.input)}"
+            except InvalidInput as exc:
+                raise ToolError(str(exc)) from None
+        async with self._limiter:
+            return await self._delegate(role, task, context)
+
+    async def _delegate(self, role: Role, task: str, context: ToolContext) -> Any:
+        parent = self._parent
+        supervisor = await parent._subagent_supervisor()
+        options = {key: parent.options[key] for key in INHERITED if key in parent.options}
+        options["cwd"] = str(parent.cwd)
+        if role.agent.model is None and "model" not in role.options:
+            options["model"] = parent.model_instance
+        options.setdefault("load_project_instructions", False)
+        options.update(role.options)
+        child = await supervisor.start_child(ChildSpec(None, role.agent, kwargs=options, restart="temporary"))
+        child_id = child.session_id
+        try:
+            async with child.stream(task, output=role.output, timeout=parent.config_tool_timeout) as events:
+                async for event in events:
+                    if context.emit is not None:
+                        await context.emit(SubagentEvent(role.name, child_id, event))
+            if events.error is not None:
+                raise ToolError(f"sub-agent {role.name!r} failed: {events.error.message}")
+            return events.result
+        except CallError as exc:
+            raise ToolError(f"sub-agent {role.name!r} crashed: {exc.reason!r}") from None
+        finally:
+            with trio.CancelScope(shield=True):
+                if child.alive:
+                    try:
+                        await child.stop("shutdown")
+                    except ConduktError:
+                        pass
