@@ -96,16 +96,21 @@ def events(log: Log, kind: str) -> list[tuple[Any, ...]]:
 
 
 def spec(
-    child_id: Any, log: Log, *, restart: condukt.RestartType = "permanent", **kwargs: Any
+    child_id: Any,
+    log: Log,
+    *,
+    tag: Any = None,
+    name: Any = None,
+    restart: condukt.RestartType = "permanent",
+    shutdown: Any = None,
+    **kwargs: Any,
 ) -> condukt.ChildSpec:
-    """A ``Worker`` child spec tagged with its id, registered under that id."""
-    shutdown = kwargs.pop("shutdown", None)
+    """A ``Worker`` child spec; ``tag`` and ``name`` default to the id (``None``: unnamed).
+
+    Extra keyword arguments go to ``Worker.init`` (``fail=``, ``hang_terminate=``).
+    """
+    tag = child_id if tag is None else tag
+    name = child_id if name is None else name
     return condukt.ChildSpec(
-        child_id,
-        Worker,
-        args=(log, child_id),
-        kwargs=kwargs,
-        restart=restart,
-        shutdown=shutdown,
-        name=child_id,
+        child_id, Worker, (log, tag), kwargs, restart=restart, shutdown=shutdown, name=name
     )

@@ -9,15 +9,7 @@ import trio
 
 import condukt
 
-from .servers import Boom, Log, Worker, events, settle
-
-
-def child(log: Log, tag: Any, *, restart: condukt.RestartType = "permanent", **kwargs: Any) -> condukt.ChildSpec:
-    shutdown = kwargs.pop("shutdown", None)
-    name = kwargs.pop("name", None)
-    return condukt.ChildSpec(
-        None, Worker, (log, tag), kwargs, restart=restart, shutdown=shutdown, name=name
-    )
+from .servers import Boom, Log, Worker, events, settle, spec
 
 
 async def test_start_child_and_inspection(autojump_clock: Any) -> None:
@@ -27,8 +19,8 @@ async def test_start_child_and_inspection(autojump_clock: Any) -> None:
         assert isinstance(dyn, condukt.DynamicSupervisorHandle)
         assert node.whereis("dyn") is dyn
         assert dyn.count_children() == condukt.ChildCounts(specs=0, active=0, supervisors=0, workers=0)
-        a = await dyn.start_child(child(log, "a"))
-        b = await dyn.start_child(child(log, "b"))
+        a = await dyn.start_child(spec(None, log, tag="a"))
+        b = await dyn.start_child(spec(None, log, tag="b"))
         sub = await dyn.start_child(condukt.ChildSpec(None, condukt.Supervisor, kwargs={"children": []}))
         assert await a.call("ping") == ("pong", "a")
         assert dyn.which_children() == [(None, a), (None, b), (None, sub)]
@@ -40,8 +32,8 @@ async def test_terminate_child(autojump_clock: Any) -> None:
     log: Log = []
     async with condukt.open_node() as node:
         dyn = await node.start_dynamic_supervisor()
-        a = await dyn.start_child(child(log, "a"))
-        b = await dyn.start_child(child(log, "b"))
+        a = await dyn.start_child(spec(None, log, tag="a"))
+        b = await dyn.start_child(spec(None, log, tag="b"))
         assert await dyn.terminate_child(a) is None
         assert a.exit_reason == "shutdown"
         assert events(log, "terminate") == [("a", "shutdown")]
@@ -59,8 +51,8 @@ async def test_terminate_child_respects_brutal_kill_and_budget(autojump_clock: A
     log: Log = []
     async with condukt.open_node() as node:
         dyn = await node.start_dynamic_supervisor()
-        brutal = await dyn.start_child(child(log, "brutal", shutdown="brutal_kill"))
-        slow = await dyn.start_child(child(log, "slow", shutdown=1.0, hang_terminate=True))
+        brutal = await dyn.start_child(spec(None, log, tag="brutal", shutdown="brutal_kill"))
+        slow = await dyn.start_child(spec(None, log, tag="slow", shutdown=1.0, hang_terminate=True))
         await dyn.terminate_child(brutal)
         assert brutal.exit_reason == "killed"
         assert events(log, "terminate") == []
@@ -73,15 +65,15 @@ async def test_max_children(autojump_clock: Any) -> None:
     log: Log = []
     async with condukt.open_node() as node:
         dyn = await node.start_dynamic_supervisor(max_children=2)
-        a = await dyn.start_child(child(log, "a"))
-        await dyn.start_child(child(log, "b"))
+        a = await dyn.start_child(spec(None, log, tag="a"))
+        await dyn.start_child(spec(None, log, tag="b"))
         count = node.process_count
         with pytest.raises(condukt.TooManyChildren):
-            await dyn.start_child(child(log, "c"))
+            await dyn.start_child(spec(None, log, tag="c"))
         assert node.process_count == count
         assert ("init", "c") not in log
         await dyn.terminate_child(a)
-        await dyn.start_child(child(log, "c"))
+        await dyn.start_child(spec(None, log, tag="c"))
         assert dyn.count_children().active == 2
 
 
@@ -89,7 +81,7 @@ async def test_max_children_zero(autojump_clock: Any) -> None:
     async with condukt.open_node() as node:
         dyn = await node.start_dynamic_supervisor(max_children=0)
         with pytest.raises(condukt.TooManyChildren):
-            await dyn.start_child(child([], "a"))
+            await dyn.start_child(spec(None, [], tag="a"))
 
 
 async def test_max_children_counts_children_still_in_init(autojump_clock: Any) -> None:
@@ -129,7 +121,7 @@ async def test_restart_types(restart: Any, how: str, restarted: bool, autojump_c
     log: Log = []
     async with condukt.open_node() as node:
         dyn = await node.start_dynamic_supervisor()
-        old = await dyn.start_child(child(log, "a", restart=restart, name="a"))
+        old = await dyn.start_child(spec(None, log, tag="a", restart=restart, name="a"))
         await old.cast(("crash", Boom()) if how == "crash" else ("stop", how))
         await old.wait()
         await settle()
@@ -149,8 +141,8 @@ async def test_intensity_exceeded_shuts_the_dynamic_supervisor_down(autojump_clo
     log: Log = []
     async with condukt.open_node() as node:
         dyn = await node.start_dynamic_supervisor(max_restarts=1, max_seconds=5.0)
-        await dyn.start_child(child(log, "bystander"))
-        await dyn.start_child(child(log, "flaky", name="flaky"))
+        await dyn.start_child(spec(None, log, tag="bystander"))
+        await dyn.start_child(spec(None, log, tag="flaky", name="flaky"))
         async with node.monitor(dyn) as m:
             for _ in range(2):
                 flaky = node.whereis("flaky")
@@ -168,7 +160,7 @@ async def test_stop_stops_all_children(autojump_clock: Any) -> None:
     log: Log = []
     async with condukt.open_node() as node:
         dyn = await node.start_dynamic_supervisor()
-        handles = [await dyn.start_child(child(log, i)) for i in range(3)]
+        handles = [await dyn.start_child(spec(None, log, tag=i)) for i in range(3)]
         await dyn.stop()
         assert sorted(events(log, "terminate")) == [(0, "shutdown"), (1, "shutdown"), (2, "shutdown")]
         assert not any(h.alive for h in handles)
@@ -180,7 +172,7 @@ async def test_children_stop_concurrently_within_their_budgets(autojump_clock: A
     async with condukt.open_node() as node:
         dyn = await node.start_dynamic_supervisor()
         for i in range(3):
-            await dyn.start_child(child(log, i, shutdown=2.0, hang_terminate=True))
+            await dyn.start_child(spec(None, log, tag=i, shutdown=2.0, hang_terminate=True))
         await dyn.stop()
         # All are asked at once: the budgets run in parallel, not one after another.
         assert trio.current_time() == pytest.approx(2.0)
@@ -191,20 +183,20 @@ async def test_start_child_on_a_dead_supervisor_raises_noproc(autojump_clock: An
         dyn = await node.start_dynamic_supervisor()
         await dyn.stop()
         with pytest.raises(condukt.NoProc):
-            await dyn.start_child(child([], "a"))
+            await dyn.start_child(spec(None, [], tag="a"))
         with pytest.raises(condukt.NoProc):
             dyn.count_children()
 
 
 async def test_dynamic_supervisor_under_a_static_one_is_restarted(autojump_clock: Any) -> None:
     async with condukt.open_node() as node:
-        spec = condukt.ChildSpec(
+        dyn_spec = condukt.ChildSpec(
             "dyn", condukt.DynamicSupervisor, kwargs={"max_restarts": 0}, name="dyn"
         )
-        top = await node.start_supervisor([spec])
+        top = await node.start_supervisor([dyn_spec])
         dyn = node.whereis("dyn")
         assert isinstance(dyn, condukt.DynamicSupervisorHandle)
-        h = await dyn.start_child(child([], "a"))
+        h = await dyn.start_child(spec(None, [], tag="a"))
         await h.cast(("crash", Boom()))
         assert await dyn.wait() == "shutdown"
         await settle()

@@ -396,3 +396,25 @@ async def test_timer_of_a_dead_process_is_dropped(autojump_clock: Any) -> None:
         await h.stop()
         await trio.sleep(5)
         assert log == []
+
+
+class StopsFromBackground(condukt.Server):
+    async def init(self, log: Log) -> None:
+        self.log = log
+        self.start_soon(self._work)
+
+    async def _work(self) -> None:
+        await trio.sleep(2)
+        self.stop("done")
+
+    async def terminate(self, reason: condukt.ExitReason) -> None:
+        self.log.append(("terminate", reason))
+
+
+async def test_background_task_can_stop_its_process(autojump_clock: Any) -> None:
+    log: Log = []
+    async with condukt.open_node() as node:
+        h = await node.spawn(StopsFromBackground, log)
+        assert await h.wait() == "done"
+        assert trio.current_time() == pytest.approx(2.0)
+        assert log == [("terminate", "done")]
