@@ -1,5 +1,5 @@
-"""``python -m condukt`` runs the demo."""
+"""``python -m condukt`` runs the agents demo."""
 
-from .demo import run
+from .demo.agents import run
 
 run()

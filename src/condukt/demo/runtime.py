@@ -1,4 +1,4 @@
-"""``python -m condukt.demo``: a supervised tree where a worker crashes and is restarted.
+"""``python -m condukt.demo runtime``: a supervised tree where a worker crashes and is restarted.
 
 Runs offline in a few seconds. The narration shows the OTP semantics at work:
 a ``one_for_one`` supervisor, a crash with its exit reason, the restart, the
@@ -111,7 +111,7 @@ async def main() -> None:
 
 
 def run() -> None:
-    """Entry point of ``python -m condukt.demo``."""
+    """Entry point of ``python -m condukt.demo runtime``."""
     try:
         trio.run(main)
     except KeyboardInterrupt:

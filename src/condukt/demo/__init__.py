@@ -1,0 +1,1 @@
+"""Demos: ``python -m condukt.demo`` (agents) and ``python -m condukt.demo runtime`` (OTP only)."""
