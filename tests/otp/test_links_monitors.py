@@ -105,7 +105,8 @@ async def test_trap_exits_turns_the_exit_signal_into_a_message(autojump_clock: A
         assert infos(log, "a") == [condukt.Exit(b, error)]
 
 
-async def test_trap_exits_ignores_a_normal_exit(autojump_clock: Any) -> None:
+async def test_trap_exits_receives_a_normal_exit_and_lives(autojump_clock: Any) -> None:
+    # As in OTP: a trapping process gets {'EXIT', Pid, normal} and is not killed.
     log: Log = []
     async with condukt.open_node() as node:
         a = await node.spawn(Linker, log, "a", trap=True)
@@ -114,7 +115,7 @@ async def test_trap_exits_ignores_a_normal_exit(autojump_clock: Any) -> None:
         await b.stop("normal")
         await settle()
         assert a.alive
-        assert infos(log, "a") == []
+        assert infos(log, "a") == [condukt.Exit(b, "normal")]
 
 
 async def test_unlink_stops_propagation(autojump_clock: Any) -> None:

@@ -391,13 +391,15 @@ class Handle:
             raise MailboxFull(f"{self!r}: mailbox full ({self._capacity} messages)")
         self._put(_INFO, message)
 
-    async def stop(self, reason: ExitReason = "normal", timeout: float | None = 5.0) -> None:
+    async def stop(self, reason: ExitReason = "normal", timeout: float | None | str = "default") -> None:
         """Stop the process and wait until it has exited.
 
         The process stops serving at once (a callback in progress is cancelled
         at its next checkpoint), then ``terminate(reason)`` runs with up to
         ``timeout`` seconds (``None``: no limit) before it is cancelled and the
-        exit reason becomes ``"killed"``. Stopping a supervised ``permanent``
+        exit reason becomes ``"killed"``. The default is 5 s for workers and no
+        limit for supervisors (each of their children is bounded by its own
+        ``shutdown``), as in OTP. Stopping a supervised ``permanent``
         child this way gets it restarted, as in OTP; use the supervisor's
         ``terminate_child`` to stop it for good.
 
@@ -409,6 +411,9 @@ class Handle:
             raise NoProc(f"{self!r} is not alive")
         if current_task() is self._task:
             raise CallingSelf(f"{self!r} cannot wait for its own exit; use Server.stop()")
+        if timeout == "default":
+            timeout = None if self._cls._eager_nursery else 5.0
+        assert not isinstance(timeout, str), "timeout must be seconds or None"
         self._request_exit(reason, terminate=True, timeout=timeout)
         await self.wait()
 
@@ -496,13 +501,13 @@ class Handle:
             self._scope.cancel()
 
     def _exit_signal(self, sender: Handle, reason: ExitReason) -> None:
-        """A linked process exited abnormally."""
+        """A linked process exited: trapped as an :class:`Exit` message, else fatal unless normal."""
         if self._state == _DEAD or self._stop is not None:
             return
         server = self._server
         if server is not None and server.trap_exits:
-            self._system(Exit(sender, reason))
-        else:
+            self._system(Exit(sender, reason))  # OTP delivers {'EXIT', Pid, normal} too
+        elif not is_normal_exit(reason):
             self._request_exit(reason, terminate=True, timeout=self._shutdown)
 
     async def _serve(self) -> bool:
@@ -723,8 +728,7 @@ class Handle:
             for other in links:
                 if other._links is not None:
                     other._links.discard(self)
-                if not is_normal_exit(reason):
-                    other._exit_signal(self, reason)
+                other._exit_signal(self, reason)
         parent = self._parent
         if notify and parent is not None and parent._stop is None:
             # A stopping supervisor ignores exits of the children it is stopping.
