@@ -409,7 +409,8 @@ class Handle:
         if self._state == _DEAD:
             await checkpoint()
             raise NoProc(f"{self!r} is not alive")
-        if current_task() is self._task:
+        task = current_task()
+        if task is self._task or task is self._init_task:
             raise CallingSelf(f"{self!r} cannot wait for its own exit; use Server.stop()")
         if timeout == "default":
             timeout = None if self._cls._eager_nursery else 5.0
