@@ -10,6 +10,7 @@ from .messages import AssistantMessage, Usage
 
 __all__ = [
     "AgentEnd",
+    "AgentEvent",
     "AgentStart",
     "Done",
     "Error",
@@ -125,6 +126,14 @@ class Done:
 
 
 @attrs.frozen
+class AgentEvent:
+    """An event as published to node subscribers: which agent (session id) emitted it."""
+
+    agent_id: str
+    event: Event
+
+
+@attrs.frozen
 class SubagentEvent:
     """An event of a sub-agent, forwarded to its parent's stream."""
 
@@ -147,4 +156,5 @@ Event = Union[
     Error,
     Done,
     SubagentEvent,
+    AgentEvent,
 ]

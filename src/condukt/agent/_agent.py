@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -11,8 +12,10 @@ from typing import Any, ClassVar
 
 import trio
 
+from ..compaction import Compactor, compact_with
 from ..events import (
     AgentEnd,
+    AgentEvent,
     AgentStart,
     Done,
     Error,
@@ -34,14 +37,17 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ..instructions import load_project_instructions
 from ..otp import NO_REPLY, Caller, ChildSpec, Server
 from ..providers import Model, ModelError, ModelRequest, resolve_model, validate_thinking_level
+from ..redaction import Redactor
+from ..secrets import resolve_secrets
 from ..serialization import unstructure
 from ..tools import AGENT_DEFAULT, Tool, ToolContext, ToolError, render_result, resolve_tools
 from ._errors import Aborted, Busy, InvalidOutput, NoResultSubmitted, NotRunning, RunTimeout
 from ._handle import AgentHandle
 from ._ids import uuid7
-from ._requests import AbortRun, CancelRun, Clear, FollowUp, GetHistory, RunRequest, Steer
+from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, RunRequest, Steer
 from ._structured import SUBMIT_RESULT, OutputSpec, Submission
 from ._subagents import SubagentSupervisor, SubagentTool, resolve_roles
 
@@ -70,6 +76,11 @@ AGENT_OPTIONS = frozenset(
         "subagents",
         "max_concurrent_subagents",
         "load_project_instructions",
+        "secrets",
+        "redactor",
+        "compactor",
+        "session_store",
+        "session_store_key",
     }
 )
 
@@ -153,6 +164,14 @@ class Agent(Server):
     output_retries: ClassVar[int] = 2
     #: Sub-agents of one agent that may run at the same time.
     max_concurrent_subagents: ClassVar[int] = 4
+    #: Append ``AGENTS.md`` / ``CLAUDE.md`` / skills from ``cwd`` to the system prompt.
+    load_project_instructions: ClassVar[bool] = True
+    #: A :class:`~condukt.sessions.SessionStore`: save after every turn, reload on restart.
+    session_store: ClassVar[Any] = None
+    #: A :class:`~condukt.compaction.Compactor`, run after every run and on ``compact()``.
+    compactor: ClassVar[Any] = None
+    #: A :class:`~condukt.redaction.Redactor` for prompts and tool results.
+    redactor: ClassVar[Any] = None
 
     handle: AgentHandle
 
@@ -170,6 +189,14 @@ class Agent(Server):
 
     async def handle_event(self, event: Event) -> None:
         """Called for every event of every run (in order). An exception crashes the agent."""
+
+    def secrets(self) -> Mapping[str, Any]:
+        """Secrets by environment-variable name: providers from :mod:`condukt.secrets`.
+
+        Resolved at start; given to ``Bash``/``Command`` subprocesses, redacted
+        from tool results. The ``secrets=`` start option replaces this.
+        """
+        return {}
 
     def subagents(self) -> Mapping[str, Any]:
         """Roles this agent may delegate to: ``{"role": AgentClass | (AgentClass, options) | Subagent(...)}``.
@@ -198,8 +225,86 @@ class Agent(Server):
         self._follow_ups: deque[str] = deque()
         self._subagent_sup: Any = None
         self._subagent_lock = trio.Lock()
+        self._created_at = time.time()
         await self.init(options)
-        self._configure(options)
+        cls = type(self)
+        self._secrets = await resolve_secrets(options["secrets"] if "secrets" in options else self.secrets())
+        self._redactor = options.get("redactor", cls.redactor)
+        if self._redactor is not None and not isinstance(self._redactor, Redactor):
+            raise TypeError(f"redactor must have a redact(text) method, got {self._redactor!r}")
+        self._compactor = options.get("compactor", cls.compactor)
+        if self._compactor is not None and not isinstance(self._compactor, Compactor):
+            raise TypeError(f"compactor must have an async compact(messages) method, got {self._compactor!r}")
+        restored = await self._restore(options)
+        self._configure({**restored, **options})
+        self.system_prompt_text = self.config_system_prompt
+        if options.get("load_project_instructions", cls.load_project_instructions):
+            extra = await trio.to_thread.run_sync(load_project_instructions, self.cwd)
+            if extra:
+                base = self.config_system_prompt
+                self.system_prompt_text = f"{base}\n\n{extra}" if base else extra
+
+    async def _restore(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Bind the session store and reload a saved conversation; returns restored settings."""
+        store = options.get("session_store", type(self).session_store)
+        self._store: Any = None
+        if store is None:
+            return {}
+        self._store = store.bind(self.cwd)
+        name = self.handle.name
+        self._store_key = str(
+            options.get("session_store_key") or options.get("id") or (name if name is not None else self.session_id)
+        )
+        snapshot = await self._store.load(self._store_key)
+        if snapshot is None:
+            return {}
+        self.messages = list(snapshot.messages)
+        if not options.get("id"):
+            self.session_id = snapshot.id
+        self._created_at = snapshot.created_at or self._created_at
+        restored: dict[str, Any] = {"thinking_level": snapshot.thinking_level}
+        if snapshot.system_prompt is not None:
+            restored["system_prompt"] = snapshot.system_prompt
+        if snapshot.model is not None:
+            restored["model"] = snapshot.model
+        return restored
+
+    async def _save(self) -> None:
+        """Write the conversation to the session store (file I/O runs in a thread)."""
+        store = self._store
+        if store is None:
+            return
+        from ..sessions import Snapshot
+
+        model = self.options.get("model", type(self).model)
+        await store.save(
+            self._store_key,
+            Snapshot(
+                id=self.session_id,
+                messages=tuple(self.messages),
+                model=model if isinstance(model, str) else None,
+                thinking_level=self.config_thinking_level,
+                system_prompt=self.config_system_prompt,
+                created_at=self._created_at,
+                updated_at=time.time(),
+            ),
+        )
+
+    def _scrub(self, text: str) -> str:
+        """Secrets and redactor patterns removed from text bound for the model."""
+        text = self._secrets.redact(text)
+        if self._redactor is not None:
+            text = self._redactor.redact(text)
+        return text
+
+    def _scrub_blocks(self, blocks: tuple[TextBlock | ImageBlock, ...]) -> tuple[TextBlock | ImageBlock, ...]:
+        if not self._secrets and self._redactor is None:
+            return blocks
+        return tuple(TextBlock(self._scrub(b.text)) if type(b) is TextBlock else b for b in blocks)
+
+    async def _compact(self) -> None:
+        if self._compactor is not None:
+            self.messages[:] = await compact_with(self._compactor, self.messages)
 
     def _configure(self, options: Mapping[str, Any]) -> None:
         cls = type(self)
@@ -288,7 +393,17 @@ class Agent(Server):
                 caller.reply_error(Busy("cannot clear the history during a run"))
                 return NO_REPLY
             self.messages.clear()
+            if self._store is not None:
+                await self._store.delete(self._store_key)
             return None
+        if kind is Compact:
+            if self._active is not None:
+                caller.reply_error(Busy("cannot compact the history during a run"))
+                return NO_REPLY
+            before = len(self.messages)
+            await self._compact()
+            await self._save()
+            return before - len(self.messages)
         return await super().handle_call(request, caller)
 
     async def handle_info(self, message: Any) -> None:
@@ -321,9 +436,11 @@ class Agent(Server):
             try:
                 result = await self._execute(state)
             except (Aborted, RunTimeout, ModelError, InvalidOutput, NoResultSubmitted) as exc:
+                await self._after_run()
                 if state.caller is not None:
                     state.caller.reply_error(exc)
             else:
+                await self._after_run()
                 if state.caller is not None:
                     state.caller.reply(result)
         finally:
@@ -336,7 +453,14 @@ class Agent(Server):
             text = self._follow_ups.popleft()
             self._start_run(RunRequest(text, timeout=self.config_run_timeout), None, None)
 
+    async def _after_run(self) -> None:
+        await self._compact()
+        await self._save()
+
     async def _emit(self, state: _RunState, event: Event) -> None:
+        pubsub = self.handle._node.pubsub
+        if pubsub:
+            pubsub.publish(self.session_id, AgentEvent(self.session_id, event))
         sink = state.sink
         if sink is not None:
             try:
@@ -355,7 +479,7 @@ class Agent(Server):
 
         await emit(AgentStart(self.session_id, request.prompt))
         messages = self.messages
-        messages.append(UserMessage((TextBlock(request.prompt), *request.images)))
+        messages.append(UserMessage((TextBlock(self._scrub(request.prompt)), *request.images)))
         committed = len(messages)
         usage = Usage()
         turn = 0
@@ -368,7 +492,7 @@ class Agent(Server):
                 with trio.move_on_after(request.timeout if request.timeout is not None else float("inf")) as clock:
                     while True:
                         if state.steer:
-                            messages.extend(UserMessage((TextBlock(t),)) for t in state.steer)
+                            messages.extend(UserMessage((TextBlock(self._scrub(t)),)) for t in state.steer)
                             state.steer.clear()
                             committed = len(messages)
                         turn += 1
@@ -382,6 +506,7 @@ class Agent(Server):
                         if calls:
                             messages.extend(await self._run_tools(calls, state, emit))
                         committed = len(messages)
+                        await self._save()
                         await emit(TurnEnd(turn, response))
                         if submission is not None:
                             if submission.accepted:
@@ -429,7 +554,7 @@ class Agent(Server):
         return result
 
     def _request_builder(self, submission: Submission | None) -> Any:
-        system_prompt = self.config_system_prompt
+        system_prompt = self.system_prompt_text
         tools = self.tool_definitions
         if submission is not None:
             instruction = submission.spec.instruction
@@ -464,6 +589,7 @@ class Agent(Server):
             content, is_error = state.submission.submit(call.arguments)
         else:
             content, is_error = await self._call_tool(call, emit)
+            content = self._scrub_blocks(content)
         result = ToolResultMessage(call.id, call.name, content, is_error)
         await emit(ToolCallEnd(call.id, call.name, result.text, is_error, trio.current_time() - started))
         return result
@@ -476,6 +602,7 @@ class Agent(Server):
             self.session_id,
             call.id,
             self.config_confine,
+            secrets=self._secrets.env,
             emit=emit,
         )
 

@@ -14,7 +14,7 @@ from ..events import AgentEnd, Done, Error, Event
 from ..messages import ImageBlock, Message
 from ..otp import CallError, ConduktError, Handle, NoProc
 from ..tools.read import IMAGE_TYPES
-from ._requests import AbortRun, CancelRun, Clear, FollowUp, GetHistory, RunRequest, Steer
+from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, RunRequest, Steer
 from ._structured import render_input
 
 if TYPE_CHECKING:
@@ -203,8 +203,16 @@ class AgentHandle(Handle):
         return result
 
     async def clear(self) -> None:
-        """Forget the conversation. Raises :class:`Busy` during a run."""
+        """Forget the conversation (and its stored snapshot). Raises :class:`Busy` during a run."""
         await self.call(Clear())
+
+    async def compact(self) -> int:
+        """Run the agent's compactor now; returns how many messages it removed.
+
+        Without a ``compactor`` nothing changes. Raises :class:`Busy` during a run.
+        """
+        result: int = await self.call(Compact())
+        return result
 
 
 class EventStream:

@@ -13,6 +13,7 @@ __all__ = [
     "AbortRun",
     "CancelRun",
     "Clear",
+    "Compact",
     "FollowUp",
     "GetHistory",
     "RunRequest",
@@ -68,3 +69,8 @@ class GetHistory:
 @attrs.frozen
 class Clear:
     """Forget the conversation."""
+
+
+@attrs.frozen
+class Compact:
+    """Run the compactor now."""

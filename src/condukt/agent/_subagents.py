@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["Role", "Subagent", "SubagentSupervisor", "SubagentTool", "resolve_roles"]
 
 #: Start options a child inherits from its parent unless its role sets them.
-INHERITED = ("cwd", "api_key", "base_url", "secrets", "model_options", "confine_to_cwd")
+INHERITED = ("cwd", "api_key", "base_url", "model_options", "confine_to_cwd", "redactor")
 
 
 @attrs.frozen
@@ -171,6 +171,8 @@ class SubagentTool(Tool):
         if role.agent.model is None and "model" not in role.options:
             options["model"] = parent.model_instance
         options.setdefault("load_project_instructions", False)
+        if parent._secrets:
+            options["secrets"] = parent._secrets.env  # resolved values, not providers run again
         options.update(role.options)
         child = await supervisor.start_child(ChildSpec(None, role.agent, kwargs=options, restart="temporary"))
         child_id = child.session_id

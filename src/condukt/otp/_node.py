@@ -16,6 +16,7 @@ from ._errors import ConduktError, NameTaken
 from ._process import _DEAD, Handle, MonitorRef, Server
 from ._signals import Down
 from ._supervisor import Supervisor, SupervisorHandle
+from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
 from ._timers import TimerService
 
 __all__ = ["Monitor", "Node", "current_node", "open_node"]
@@ -91,6 +92,8 @@ class Node:
         self._process_count = 0
         self._timers = TimerService()
         self._root: DynamicSupervisorHandle | None = None
+        #: Publish/subscribe hub: ``publish`` / ``subscribe``.
+        self.pubsub = PubSub()
         #: Per-node services added by higher layers (HTTP client pools, limits, ...).
         self.extensions: dict[str, Any] = {}
 
@@ -208,6 +211,21 @@ class Node:
         )
         handle: DynamicSupervisorHandle = await self.root.start_child(spec)
         return handle
+
+    def subscribe(self, topic: Hashable = ALL, *, buffer: int = DEFAULT_BUFFER) -> Subscription:
+        """Receive what is published on ``topic`` (``"*"``: everything) on this node.
+
+        Agents publish each event of each run as
+        :class:`condukt.events.AgentEvent` under their session id. Use it as
+        ``async with node.subscribe("*") as events: async for item in events``.
+        Publishing never waits for readers: a reader more than ``buffer``
+        messages behind loses the oldest (counted in ``.dropped``).
+        """
+        return self.pubsub.subscribe(topic, buffer)
+
+    def publish(self, topic: Hashable, message: Any) -> None:
+        """Deliver ``message`` to the subscribers of ``topic`` and of ``"*"``; never blocks."""
+        self.pubsub.publish(topic, message)
 
     def monitor(self, handle: Handle) -> _MonitorContext:
         """Monitor ``handle`` from code outside any process.

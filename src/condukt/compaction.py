@@ -1,0 +1,96 @@
+"""Compaction: keeping a conversation within the model's context.
+
+An agent with ``compactor=`` compacts its history after every run and on
+``agent.compact()``. Compactors never separate a tool call from its result,
+and a compacted history always starts with a user message (providers require
+it). Custom compactors implement :class:`Compactor` (for instance one that
+asks a model for a summary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from .messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
+
+__all__ = ["Compactor", "Sliding", "ToolResultPrune", "compact_with"]
+
+
+@runtime_checkable
+class Compactor(Protocol):
+    """Turns a history into a shorter one."""
+
+    async def compact(self, messages: Sequence[Message]) -> list[Message]:
+        """Return the compacted history (the input is not modified)."""
+        ...
+
+
+def _valid(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be an int >= 0, got {value!r}")
+    return value
+
+
+@attrs.frozen
+class Sliding:
+    """Keep about the last ``keep`` messages.
+
+    The cut moves forward to the next user message, so a tool call is never
+    kept without its result (nor a result without its call) and the history
+    starts with the user. It may keep fewer than ``keep`` messages, never more.
+    """
+
+    keep: int = attrs.field(default=20, validator=lambda _i, _a, v: _valid(v, "keep"))
+
+    async def compact(self, messages: Sequence[Message]) -> list[Message]:
+        """The last messages from a user message on."""
+        if len(messages) <= self.keep:
+            return list(messages)
+        start = len(messages) - self.keep
+        while start < len(messages) and not isinstance(messages[start], UserMessage):
+            start += 1
+        return list(messages[start:])
+
+
+@attrs.frozen
+class ToolResultPrune:
+    """Shorten old, large tool results; everything else is kept as is.
+
+    The ``keep_recent`` most recent tool results stay intact; older ones
+    longer than ``max_size`` characters are replaced by a note saying how
+    much was elided (the call/result pairing is unchanged).
+    """
+
+    keep_recent: int = attrs.field(default=5, validator=lambda _i, _a, v: _valid(v, "keep_recent"))
+    max_size: int = attrs.field(default=4096, validator=lambda _i, _a, v: _valid(v, "max_size"))
+
+    async def compact(self, messages: Sequence[Message]) -> list[Message]:
+        """The history with old large tool results elided."""
+        result_positions = [i for i, m in enumerate(messages) if isinstance(m, ToolResultMessage)]
+        old = set(result_positions[: max(0, len(result_positions) - self.keep_recent)])
+        out: list[Message] = []
+        for index, message in enumerate(messages):
+            if index in old and isinstance(message, ToolResultMessage):
+                size = sum(len(b.text) if isinstance(b, TextBlock) else len(b.data) for b in message.content)
+                if size > self.max_size:
+                    note = f"[tool result elided to save context: {size} characters]"
+                    message = attrs.evolve(message, content=(TextBlock(note),))
+            out.append(message)
+        return out
+
+
+async def compact_with(compactor: Compactor, messages: Sequence[Message]) -> list[Message]:
+    """Run ``compactor`` and check it kept every tool call paired with its result."""
+    compacted = await compactor.compact(messages)
+    calls: set[str] = set()
+    for message in compacted:
+        if isinstance(message, AssistantMessage):
+            calls.update(call.id for call in message.tool_calls)
+        elif isinstance(message, ToolResultMessage) and message.tool_call_id not in calls:
+            raise ValueError(
+                f"{type(compactor).__name__} separated tool result {message.tool_call_id!r} from its call"
+            )
+    return list(compacted)

@@ -1,0 +1,82 @@
+"""Redactors: patterns (keys, tokens, e-mail addresses) removed from what reaches the model.
+
+An agent with ``redactor=RegexRedactor()`` rewrites outbound user messages
+(prompts, steers, follow-ups) and tool results before they enter the
+history, events, stores, telemetry and model requests. Custom redactors are
+any object with ``redact(text: str) -> str``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Protocol, runtime_checkable
+
+__all__ = ["DEFAULT_PATTERNS", "RegexRedactor", "Redactor"]
+
+
+@runtime_checkable
+class Redactor(Protocol):
+    """Rewrites text to remove sensitive content."""
+
+    def redact(self, text: str) -> str:
+        """Return ``text`` without the sensitive parts."""
+        ...
+
+
+#: name -> regular expression; each match becomes ``[REDACTED:<name>]``.
+DEFAULT_PATTERNS: dict[str, str] = {
+    "private_key": r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
+    "jwt": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    "anthropic_key": r"\bsk-ant-[A-Za-z0-9_-]{20,}",
+    "openai_key": r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
+    "github_token": r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})",
+    "slack_token": r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+    "google_api_key": r"\bAIza[0-9A-Za-z_-]{35}",
+    "aws_access_key": r"\b(?:AKIA|ASIA|AIDA|AROA)[0-9A-Z]{16}\b",
+    "email": r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b",
+}
+
+
+class RegexRedactor:
+    """Replace regex matches with ``[REDACTED:<name>]``.
+
+    ``patterns`` replaces the defaults (:data:`DEFAULT_PATTERNS`);
+    ``extra_patterns`` adds to them. Either may be a mapping of name ->
+    pattern or an iterable of patterns (named ``custom``, ``custom_2``...).
+    Patterns are tried in order; the first that matches at a position wins.
+    """
+
+    def __init__(
+        self,
+        patterns: Mapping[str, str] | Iterable[str] | None = None,
+        extra_patterns: Mapping[str, str] | Iterable[str] = (),
+    ) -> None:
+        table = dict(DEFAULT_PATTERNS) if patterns is None else _named(patterns)
+        for name, pattern in _named(extra_patterns, start=len(table)).items():
+            table[name if name not in table else f"{name}_{len(table)}"] = pattern
+        self.patterns: dict[str, str] = table
+        self._names = list(table)
+        try:
+            self._regex = re.compile("|".join(f"(?P<g{i}>{p})" for i, p in enumerate(table.values())))
+        except re.error as exc:
+            raise ValueError(f"invalid redaction pattern: {exc}") from exc
+
+    def redact(self, text: str) -> str:
+        """``text`` with every match replaced."""
+        if not text or not self._names:
+            return text
+        names = self._names
+        return self._regex.sub(lambda m: f"[REDACTED:{names[int(m.lastgroup[1:])]}]", text)  # type: ignore[index]
+
+    def __repr__(self) -> str:
+        return f"RegexRedactor({sorted(self.patterns)})"
+
+
+def _named(patterns: Mapping[str, str] | Iterable[str], start: int = 0) -> dict[str, str]:
+    if isinstance(patterns, Mapping):
+        return dict(patterns)
+    named: dict[str, str] = {}
+    for pattern in patterns:
+        named["custom" if not named else f"custom_{len(named) + 1}"] = pattern
+    return named

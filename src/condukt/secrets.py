@@ -1,0 +1,195 @@
+"""Secrets: values agents need (tokens, passwords) that the model must never see.
+
+Declare them with :meth:`condukt.Agent.secrets` or the ``secrets=`` start
+option, as a mapping from an environment-variable name to a provider::
+
+    def secrets(self):
+        return {
+            "GH_TOKEN": condukt.secrets.env("GH_TOKEN"),
+            "DB_PASSWORD": condukt.secrets.command(["op", "read", "op://vault/db/password"]),
+            "API_KEY": condukt.secrets.static("..."),
+            "SESSION": lambda: fetch_session(),     # any callable, sync or async
+        }
+
+Values are resolved once when the agent starts, exposed to ``Bash`` and
+``Command`` subprocesses as environment variables, and every value of 4 or
+more bytes is replaced by ``[REDACTED:NAME]`` in tool results before they
+reach the history, events, telemetry, session stores and the model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from .otp import ConduktError
+
+__all__ = ["MIN_REDACT_BYTES", "SecretError", "Secrets", "command", "env", "resolve_secrets", "static"]
+
+#: Shorter values are not redacted: they would mangle ordinary text.
+MIN_REDACT_BYTES = 4
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SecretError(ConduktError):
+    """A secret could not be resolved, or its name is not a valid variable name.
+
+    The message names the secret, never its value.
+    """
+
+
+@attrs.frozen
+class _Env:
+    var: str
+    default: str | None = None
+
+    async def resolve(self, name: str) -> str:
+        value = os.environ.get(self.var, self.default)
+        if value is None:
+            raise SecretError(f"secret {name}: environment variable {self.var} is not set")
+        return value
+
+
+@attrs.frozen
+class _Static:
+    value: str = attrs.field(repr=False)
+
+    async def resolve(self, name: str) -> str:
+        return self.value
+
+
+@attrs.frozen
+class _Command:
+    argv: tuple[str, ...]
+    timeout: float
+
+    async def resolve(self, name: str) -> str:
+        try:
+            with trio.fail_after(self.timeout):
+                result = await trio.run_process(
+                    list(self.argv), capture_stdout=True, capture_stderr=True, check=False
+                )
+        except trio.TooSlowError:
+            raise SecretError(f"secret {name}: `{self.argv[0]}` took longer than {self.timeout:g}s") from None
+        except OSError as exc:
+            raise SecretError(f"secret {name}: cannot run `{self.argv[0]}`: {exc.strerror or exc}") from None
+        if result.returncode != 0:
+            raise SecretError(f"secret {name}: `{self.argv[0]}` exited with status {result.returncode}")
+        return result.stdout.decode("utf-8", "replace").rstrip("\r\n")
+
+
+@attrs.frozen
+class _Callable:
+    fn: Callable[[], str | Awaitable[str]]
+
+    async def resolve(self, name: str) -> str:
+        value = self.fn()
+        if inspect.isawaitable(value):
+            value = await value
+        return value  # type: ignore[return-value]
+
+
+def env(var: str, *, default: str | None = None) -> Any:
+    """The value of the environment variable ``var`` (``default`` if unset, else an error)."""
+    return _Env(var, default)
+
+
+def static(value: str) -> Any:
+    """A fixed value (from your own configuration)."""
+    return _Static(value)
+
+
+def command(argv: Sequence[str] | str, *, timeout: float = 10.0) -> Any:
+    """The stdout of a trusted command, e.g. ``["op", "read", "op://vault/item/field"]``.
+
+    A string is split with :func:`shlex.split` (no shell). Fails on a
+    non-zero exit or after ``timeout`` seconds.
+    """
+    args = tuple(shlex.split(argv) if isinstance(argv, str) else argv)
+    if not args:
+        raise ValueError("secrets.command needs a command")
+    return _Command(args, timeout)
+
+
+class Secrets:
+    """Resolved secrets: name -> value, with redaction. Never shows values in ``repr``."""
+
+    __slots__ = ("_pattern", "_values")
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        self._values = dict(values or {})
+        redactable = sorted(
+            ((v, k) for k, v in self._values.items() if len(v.encode("utf-8")) >= MIN_REDACT_BYTES),
+            key=lambda item: -len(item[0]),
+        )
+        self._pattern: tuple[re.Pattern[str], dict[str, str]] | None = None
+        if redactable:
+            by_value = {value: name for value, name in redactable}
+            regex = re.compile("|".join(re.escape(value) for value, _ in redactable))
+            self._pattern = (regex, by_value)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The secrets as environment variables for a subprocess."""
+        return dict(self._values)
+
+    def names(self) -> list[str]:
+        """The secret names."""
+        return list(self._values)
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value (4+ bytes) replaced by ``[REDACTED:NAME]``."""
+        if self._pattern is None or not text:
+            return text
+        regex, by_value = self._pattern
+        return regex.sub(lambda m: f"[REDACTED:{by_value[m.group(0)]}]", text)
+
+    def __repr__(self) -> str:
+        return f"<Secrets {sorted(self._values)}>"
+
+
+async def resolve_secrets(spec: Mapping[str, Any] | None) -> Secrets:
+    """Resolve every provider of ``spec`` (concurrently). Plain strings are static values.
+
+    Raises :class:`SecretError` for an invalid name or a provider that fails.
+    """
+    if not spec:
+        return Secrets()
+    values: dict[str, str] = {}
+    providers: dict[str, Any] = {}
+    for name, provider in spec.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise SecretError(f"secret name {name!r} is not a valid environment variable name")
+        if isinstance(provider, str):
+            provider = _Static(provider)
+        elif callable(provider) and not hasattr(provider, "resolve"):
+            provider = _Callable(provider)
+        elif not hasattr(provider, "resolve"):
+            raise SecretError(f"secret {name}: not a provider (use secrets.env/static/command or a callable)")
+        providers[name] = provider
+
+    async def one(name: str, provider: Any) -> None:
+        value = await provider.resolve(name)
+        if not isinstance(value, str):
+            raise SecretError(f"secret {name}: provider returned {type(value).__name__}, not str")
+        values[name] = value
+
+    async with trio.open_nursery() as nursery:
+        for name, provider in providers.items():
+            nursery.start_soon(one, name, provider)
+    return Secrets({name: values[name] for name in providers})
+
+
+# Silence "imported but unused" for subprocess (kept for the docs' mention of no shell).
+del subprocess
