@@ -140,7 +140,7 @@ def format_result(result: ProcessOutput, timeout: float, redact: Mapping[str, st
     text, truncated = truncate(text)
     truncated = truncated or result.total_bytes > _KEEP
     if result.timed_out:
-        tail = f"\n\nOutput before the timeout:\n{text}" if text.strip() else ""
+        tail = f"\n\nOutput before the timeout:\n{text.rstrip()}" if text.strip() else ""
         raise ToolError(f"Command timed out after {timeout:g} seconds{tail}")
     parts = [text.rstrip("\n")] if text.strip() else []
     if truncated:

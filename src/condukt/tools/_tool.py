@@ -81,12 +81,22 @@ class ToolContext:
         if not candidate.is_absolute():
             candidate = self.cwd / candidate
         candidate = Path(os.path.normpath(candidate))
-        if self.confine:
-            root = os.path.realpath(self.cwd)
-            real = os.path.realpath(candidate)
-            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
-                raise ToolError(f"path {str(path)!r} is outside the working directory {self.cwd}")
+        if not self.allows(candidate):
+            raise ToolError(f"path {str(path)!r} is outside the working directory {self.cwd}")
         return candidate
+
+    def allows(self, path: str | os.PathLike[str]) -> bool:
+        """Whether a tool may touch the absolute ``path``.
+
+        Always true unless confinement is on; then the path, after resolving
+        ``..`` and symlinks, must be ``cwd`` or inside it. Tools that walk
+        directories (``grep``, ``glob``) use it to skip symlinks that lead out.
+        """
+        if not self.confine:
+            return True
+        root = os.path.realpath(self.cwd)
+        real = os.path.realpath(path)
+        return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 class Tool(abc.ABC):

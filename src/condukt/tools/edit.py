@@ -50,11 +50,13 @@ def _edit(path: Path, display: str, old_text: str, new_text: str) -> str:
             "Make the match unique by including more surrounding context."
         )
     updated = content.replace(old_text, new_text, 1)
-    mode = os.stat(path).st_mode
-    tmp = path.with_name(f".{path.name}.condukt-edit")
+    # Replace the file a symlink points to, not the link itself.
+    real = Path(os.path.realpath(path))
+    mode = os.stat(real).st_mode
+    tmp = real.with_name(f".{real.name}.condukt-edit")
     tmp.write_text(updated, encoding="utf-8", newline="")
     os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    os.replace(tmp, real)
     diff = difflib.unified_diff(
         content.splitlines(keepends=True),
         updated.splitlines(keepends=True),
@@ -70,7 +72,8 @@ class Edit(Tool):
     The match is exact (case and whitespace) and must be unique: zero
     matches report a hint, several matches ask for more context, and an edit
     that changes nothing is refused. The file is replaced atomically and its
-    permissions kept. Returns a unified diff of the change.
+    permissions kept; a symlink is followed (its target is edited, the link
+    stays). Returns a unified diff of the change.
     """
 
     name = "edit"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,13 @@ __all__ = ["Glob", "DEFAULT_LIMIT"]
 DEFAULT_LIMIT = 1000
 
 
-def _glob(root: Path, display: str, pattern: str, limit: int) -> str:
+def _glob(root: Path, display: str, pattern: str, limit: int, allowed: Callable[[Path], bool]) -> str:
     if not root.is_dir():
         raise ToolError(f"directory not found: {display}")
     if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
         raise ToolError("pattern must be relative to the search directory and must not contain '..'")
     try:
-        matches = sorted(str(p.relative_to(root)) for p in root.glob(pattern) if p.is_file())
+        matches = sorted(str(p.relative_to(root)) for p in root.glob(pattern) if p.is_file() and allowed(p))
     except (ValueError, OSError) as exc:
         raise ToolError(f"invalid glob pattern {pattern!r}: {exc}") from None
     if not matches:
@@ -31,7 +32,11 @@ def _glob(root: Path, display: str, pattern: str, limit: int) -> str:
 
 
 class Glob(Tool):
-    """List files matching a glob pattern (``**``, ``*``, ``?``, ``[abc]``), sorted."""
+    """List files matching a glob pattern (``**``, ``*``, ``?``, ``[abc]``), sorted.
+
+    When the agent confines tools to its cwd, paths that lead out of it
+    through symlinks are left out.
+    """
 
     name = "glob"
     description = (
@@ -54,4 +59,4 @@ class Glob(Tool):
         display = args.get("cwd") or "."
         root = context.resolve_path(display)
         limit = int(args.get("limit") or DEFAULT_LIMIT)
-        return await trio.to_thread.run_sync(_glob, root, display, args["pattern"], limit)
+        return await trio.to_thread.run_sync(_glob, root, display, args["pattern"], limit, context.allows)

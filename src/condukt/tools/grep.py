@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,15 @@ _SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".c
 _MAX_LINE = 500
 
 
-def _grep(root: Path, display: str, pattern: str, glob: str | None, case_sensitive: bool, limit: int) -> str:
+def _grep(
+    root: Path,
+    display: str,
+    pattern: str,
+    glob: str | None,
+    case_sensitive: bool,
+    limit: int,
+    allowed: Callable[[Path], bool],
+) -> str:
     try:
         regex = re.compile(pattern, 0 if case_sensitive else re.IGNORECASE)
     except re.error as exc:
@@ -41,6 +50,8 @@ def _grep(root: Path, display: str, pattern: str, glob: str | None, case_sensiti
         rel = str(path.relative_to(base))
         if glob and not (fnmatch.fnmatch(rel, glob) or fnmatch.fnmatch(path.name, glob)):
             continue
+        if not allowed(path):
+            continue  # a symlink leading out of a confined working directory
         try:
             data = path.read_bytes()
         except OSError:
@@ -63,7 +74,8 @@ class Grep(Tool):
 
     Skips binary files and VCS / dependency directories (``.git``,
     ``node_modules``...). ``glob`` filters file paths, ``path`` picks the root
-    (a directory or one file).
+    (a directory or one file). When the agent confines tools to its cwd,
+    symlinks leading out of it are skipped.
     """
 
     name = "grep"
@@ -96,4 +108,5 @@ class Grep(Tool):
             args.get("glob"),
             args.get("case_sensitive", True),
             int(args.get("limit") or DEFAULT_LIMIT),
+            context.allows,
         )

@@ -91,13 +91,14 @@ def format_text(text: str, offset: int | None, limit: int | None) -> str:
         raise ToolError(f"offset {offset} is past the end of the file ({total} lines)")
     selected = lines[start : start + limit] if limit else lines[start:]
     body, truncated = truncate("\n".join(selected))
-    shown = body.count("\n") + 1 if body else 0
+    shown = body.count("\n") + 1  # truncate keeps at least (the head of) one line
     first, last = start + 1, start + shown
     if truncated:
-        header = (
-            f"(showing lines {first}-{last} of {total}, output truncated; "
-            f"use offset={last + 1} to read more)"
-        )
+        cut = ""
+        if shown == 1 and body != selected[0]:  # one line longer than the byte limit
+            cut = f"; line {first} is longer than {MAX_BYTES // 1024}KB and was cut"
+        more = f"; use offset={last + 1} to read more" if last < total else ""
+        header = f"(showing lines {first}-{last} of {total}, output truncated{cut}{more})"
     elif first > 1 or last < total:
         header = f"(lines {first}-{last} of {total})"
     else:

@@ -1,0 +1,147 @@
+"""Every message and event round-trips through condukt.serialization."""
+
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any
+
+import pytest
+
+import condukt
+from condukt import serialization
+from condukt.events import (
+    AgentEnd,
+    AgentEvent,
+    AgentStart,
+    Done,
+    Error,
+    Event,
+    MaxTurnsReached,
+    Retry,
+    SubagentEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    TurnEnd,
+    TurnStart,
+)
+from condukt.messages import (
+    AssistantMessage,
+    ContentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolDefinition,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from condukt.testing import ScriptedModel, call, reply
+
+from .helpers import Add, Recorder
+
+IMAGE = ImageBlock.from_bytes(b"\x89PNG\r\n\x1a\nfake", "image/png")
+ASSISTANT = AssistantMessage(
+    (
+        ThinkingBlock("hmm", signature="sig=="),
+        TextBlock("Looking."),
+        ToolCall("c1", "read", {"path": "a.txt", "nested": {"list": [1, 2.5, None, True]}}),
+        ToolCall("c2", "read", "{not json"),
+    ),
+    Usage(10, 20, 3, 4),
+    "tool_use",
+    "scripted",
+)
+MESSAGES: list[Any] = [
+    UserMessage((TextBlock("hello"), IMAGE)),
+    ASSISTANT,
+    ToolResultMessage("c1", "read", (TextBlock("contents"), IMAGE), False),
+    ToolResultMessage("c2", "read", (TextBlock("Error: bad"),), True),
+    AssistantMessage((TextBlock("Bye"),)),
+]
+EVENTS: list[Any] = [
+    AgentStart("0190-session", "hello"),
+    TurnStart(1),
+    TextDelta("Look"),
+    ThinkingDelta("hmm"),
+    ToolCallStart("c1", "read", {"path": "a.txt"}),
+    ToolCallEnd("c1", "read", "contents", False, 0.25),
+    TurnEnd(1, ASSISTANT),
+    Retry("anthropic", 2, "overloaded", 1.5),
+    MaxTurnsReached(50),
+    AgentEnd("Bye", Usage(1, 2), 3),
+    Error("ModelError", "boom"),
+    Done("completed"),
+    SubagentEvent("researcher", "agent-2", TurnEnd(2, AssistantMessage((TextBlock("sub"),)))),
+    SubagentEvent("outer", "agent-3", SubagentEvent("inner", "agent-4", Done("aborted"))),
+    AgentEvent("0190-session", ToolCallStart("c9", "bash", {"command": "ls"})),
+]
+
+
+def test_the_samples_cover_every_message_and_event_class() -> None:
+    assert {type(e) for e in EVENTS} == set(typing.get_args(Event))
+    assert {type(m) for m in MESSAGES} == set(typing.get_args(Message))
+    assert {type(b) for b in ASSISTANT.content} | {ImageBlock} == set(typing.get_args(ContentBlock))
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_messages_round_trip(message: Any) -> None:
+    text = serialization.dumps(message, Message)
+    back = serialization.loads(text, Message)
+    assert back == message and type(back) is type(message)
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+def test_events_round_trip(event: Any) -> None:
+    text = serialization.dumps(event, Event)
+    back = serialization.loads(text, Event)
+    assert back == event and type(back) is type(event)
+
+
+@pytest.mark.parametrize("block", ASSISTANT.content + (IMAGE,), ids=lambda b: type(b).__name__)
+def test_content_blocks_round_trip(block: Any) -> None:
+    assert serialization.loads(serialization.dumps(block, ContentBlock), ContentBlock) == block
+
+
+def test_json_is_tagged_with_a_type_field() -> None:
+    data = json.loads(serialization.dumps(ASSISTANT, Message))
+    assert data["type"] == "assistant"
+    assert [b["type"] for b in data["content"]] == ["thinking", "text", "tool_call", "tool_call"]
+    assert json.loads(serialization.dumps(TurnEnd(1, ASSISTANT), Event))["type"] == "turn_end"
+    assert json.loads(serialization.dumps(MESSAGES[2], Message))["type"] == "tool_result"
+    assert json.loads(serialization.dumps(IMAGE, ContentBlock))["type"] == "image"
+
+
+def test_plain_classes_round_trip_without_a_union() -> None:
+    definition = ToolDefinition("add", "Adds.", Add.parameters)
+    assert serialization.loads(serialization.dumps(definition), ToolDefinition) == definition
+    assert serialization.loads(serialization.dumps(Usage(1, 2, 3, 4)), Usage) == Usage(1, 2, 3, 4)
+    assert serialization.structure(serialization.unstructure(ASSISTANT), AssistantMessage) == ASSISTANT
+
+
+def test_a_whole_conversation_round_trips_as_one_document() -> None:
+    text = serialization.dumps(tuple(MESSAGES), tuple[Message, ...])
+    assert serialization.loads(text, tuple[Message, ...]) == tuple(MESSAGES)
+    text = serialization.dumps(EVENTS, list[Event])
+    assert serialization.loads(text, list[Event]) == EVENTS
+
+
+async def test_a_real_runs_events_and_history_round_trip() -> None:
+    log: list[Any] = []
+    model = ScriptedModel(
+        [[reply("Adding.", thinking="tool time"), call("add", {"a": 1, "b": 2}), call("nope")], reply("3")]
+    )
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, tools=[Add()], log=log)
+        await agent.run("1+2?", images=[IMAGE])
+        history = await agent.history()
+    assert {type(e) for e in log} >= {AgentStart, TurnStart, TextDelta, ThinkingDelta, ToolCallStart,
+                                       ToolCallEnd, TurnEnd, AgentEnd, Done}  # fmt: skip
+    for event in log:
+        assert serialization.loads(serialization.dumps(event, Event), Event) == event
+    for message in history:
+        assert serialization.loads(serialization.dumps(message, Message), Message) == message

@@ -1,0 +1,124 @@
+"""Tool failures are reported to the model and the run goes on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+import condukt
+from condukt.events import ToolCallEnd
+from condukt.testing import ScriptedModel, call, reply
+
+from .helpers import Add, Crash, Recorder, Sleep, of_type, tool_results
+
+
+class Refuse(condukt.Tool):
+    name = "refuse"
+    description = "Raises ToolError."
+    parameters = {"type": "object", "properties": {}}
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        raise condukt.ToolError("not today")
+
+
+async def run_one(tools: list[Any], tool_call: Any, **options: Any) -> tuple[ScriptedModel, list[Any], str]:
+    """Run a turn with ``tool_call`` then a final reply; return the model, events and answer."""
+    log: list[Any] = []
+    model = ScriptedModel([tool_call, reply("recovered")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, tools=tools, log=log, **options)
+        text = await agent.run("try it")
+        assert agent.alive
+    return model, log, text
+
+
+async def test_hanging_tool_times_out_and_the_model_sees_it(autojump_clock: trio.abc.Clock) -> None:
+    sleep = Sleep()
+    start = trio.current_time()
+    model, log, text = await run_one([sleep], call("sleep", {"seconds": -1}), tool_timeout=5)
+    assert text == "recovered"
+    assert 5 <= trio.current_time() - start < 6
+    assert sleep.cancelled == 1
+    [result] = tool_results(model.requests[1])
+    assert result.is_error
+    assert result.text.startswith("Error: ") and "timed out after 5 seconds" in result.text
+    [end] = of_type(log, ToolCallEnd)
+    assert end.is_error and end.result == result.text
+
+
+async def test_tool_class_timeout_overrides_agent_tool_timeout(autojump_clock: trio.abc.Clock) -> None:
+    class Quick(Sleep):
+        timeout = 0.5
+
+    start = trio.current_time()
+    model, _, _ = await run_one([Quick()], call("sleep", {"seconds": 10}), tool_timeout=100)
+    assert trio.current_time() - start < 1
+    assert "timed out after 0.5 seconds" in tool_results(model.requests[1])[0].text
+
+
+async def test_tool_error_is_reported_as_error() -> None:
+    model, log, text = await run_one([Refuse()], call("refuse"))
+    assert text == "recovered"
+    [result] = tool_results(model.requests[1])
+    assert result.is_error and result.text == "Error: not today"
+    assert of_type(log, ToolCallEnd)[0].is_error
+
+
+async def test_crashing_tool_is_reported_and_the_run_goes_on() -> None:
+    model, log, text = await run_one([Crash()], call("crash"))
+    assert text == "recovered"
+    [result] = tool_results(model.requests[1])
+    assert result.is_error and result.text == "Error: ValueError: kaboom"
+    [end] = of_type(log, ToolCallEnd)
+    assert end.is_error and end.name == "crash"
+
+
+async def test_unknown_tool_is_reported_with_the_available_names() -> None:
+    model, log, text = await run_one([Add()], call("nope", {"x": 1}))
+    assert text == "recovered"
+    [result] = tool_results(model.requests[1])
+    assert result.is_error and result.name == "nope"
+    assert "unknown tool 'nope'" in result.text and "add" in result.text
+    assert of_type(log, ToolCallEnd)[0].is_error
+
+
+async def test_schema_invalid_arguments_never_reach_call() -> None:
+    add = Add()
+    steps = [
+        [
+            call("add", {"a": "two", "b": 3}, id="wrong-type"),
+            call("add", {"a": 1}, id="missing"),
+            call("add", {"a": 1, "b": 2, "c": 3}, id="extra"),
+            call("add", "{not json", id="not-json"),
+            call("add", {"a": 1, "b": 2}, id="fine"),
+        ],
+        reply("done"),
+    ]
+    log: list[Any] = []
+    model = ScriptedModel(steps)
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, tools=[add], log=log)
+        await agent.run("add things")
+    assert add.calls == [{"a": 1, "b": 2}]
+    results = {r.tool_call_id: r for r in tool_results(model.requests[1])}
+    for bad in ("wrong-type", "missing", "extra", "not-json"):
+        assert results[bad].is_error, bad
+        assert results[bad].text.startswith("Error: invalid arguments for add"), results[bad].text
+    assert "'b' is a required property" in results["missing"].text
+    assert "not valid JSON" in results["not-json"].text
+    assert results["fine"].text == "3" and not results["fine"].is_error
+    ends = {e.id: e.is_error for e in of_type(log, ToolCallEnd)}
+    assert ends == {"wrong-type": True, "missing": True, "extra": True, "not-json": True, "fine": False}
+
+
+async def test_one_failing_call_does_not_disturb_its_siblings(autojump_clock: trio.abc.Clock) -> None:
+    sleep = Sleep()
+    steps = [[call("sleep", {"seconds": 1, "label": "ok"}), call("crash"), call("nope")], reply("fine")]
+    model = ScriptedModel(steps)
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[sleep, Crash()])
+        assert await agent.run("mixed") == "fine"
+    results = tool_results(model.requests[1])
+    assert [(r.name, r.is_error) for r in results] == [("sleep", False), ("crash", True), ("nope", True)]
+    assert sleep.finished == ["ok"]
