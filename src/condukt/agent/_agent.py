@@ -40,6 +40,7 @@ from ..messages import (
 from ..instructions import load_project_instructions
 from ..otp import NO_REPLY, Caller, ChildSpec, Server
 from ..providers import Model, ModelError, ModelRequest, resolve_model, validate_thinking_level
+from .. import telemetry
 from ..redaction import Redactor
 from ..secrets import resolve_secrets
 from ..serialization import unstructure
@@ -99,7 +100,17 @@ def output_spec(output: Any) -> OutputSpec:
 class _RunState:
     """One run in progress inside the agent process."""
 
-    __slots__ = ("abort_waiters", "caller", "emit", "request", "scope", "sink", "steer", "submission")
+    __slots__ = (
+        "abort_waiters",
+        "caller",
+        "request",
+        "run_id",
+        "scope",
+        "sink",
+        "steer",
+        "submission",
+        "turn",
+    )
 
     def __init__(self, request: RunRequest, caller: Caller | None, submission: Submission | None) -> None:
         self.request = request
@@ -109,6 +120,8 @@ class _RunState:
         self.abort_waiters: list[Caller] = []
         self.sink = request.sink
         self.submission = submission
+        self.run_id = ""
+        self.turn = 0
 
 
 class Agent(Server):
@@ -210,6 +223,9 @@ class Agent(Server):
         supervisor = self._subagent_sup
         if supervisor is not None and supervisor.alive:
             await supervisor.stop("shutdown", timeout=None)
+        if telemetry.enabled():
+            shown = reason if isinstance(reason, str) else type(reason).__name__
+            telemetry.emit(("condukt", "agent", "stop"), {}, {**self._tel_meta, "reason": shown})
 
     # ------------------------------------------------------------------ start
 
@@ -237,6 +253,9 @@ class Agent(Server):
             raise TypeError(f"compactor must have an async compact(messages) method, got {self._compactor!r}")
         restored = await self._restore(options)
         self._configure({**restored, **options})
+        self._runs = 0
+        if telemetry.enabled():
+            telemetry.emit(("condukt", "agent", "start"), {}, self._tel_meta)
         self.system_prompt_text = self.config_system_prompt
         if options.get("load_project_instructions", cls.load_project_instructions):
             extra = await trio.to_thread.run_sync(load_project_instructions, self.cwd)
@@ -339,6 +358,9 @@ class Agent(Server):
             **dict(options.get("model_options") or {}),
         )
         self._event_hook = type(self).handle_event is not Agent.handle_event
+        model_name = self.model_instance.name
+        self._provider = model_name.partition(":")[0] if ":" in model_name else model_name
+        self._tel_meta = {"agent_id": self.session_id, "agent": cls.__name__, "model": model_name}
 
     async def _subagent_supervisor(self) -> Any:
         """This agent's sub-agent supervisor, started on first use."""
@@ -478,6 +500,12 @@ class Agent(Server):
             await self._emit(state, event)
 
         await emit(AgentStart(self.session_id, request.prompt))
+        self._runs += 1
+        run_id = f"{self.session_id}/{self._runs}"
+        state.run_id = run_id
+        run_started = trio.current_time()
+        if telemetry.enabled():
+            telemetry.emit(("condukt", "run", "start"), {}, {**self._tel_meta, "run_id": run_id})
         messages = self.messages
         messages.append(UserMessage((TextBlock(self._scrub(request.prompt)), *request.images)))
         committed = len(messages)
@@ -496,8 +524,9 @@ class Agent(Server):
                             state.steer.clear()
                             committed = len(messages)
                         turn += 1
+                        state.turn = turn
                         await emit(TurnStart(turn))
-                        response = await self.model_instance.complete(model_request(messages), emit)
+                        response = await self._complete(model_request(messages), emit, run_id, turn)
                         usage = usage + response.usage
                         if response.text:
                             text = response.text
@@ -536,6 +565,19 @@ class Agent(Server):
         except BaseException:
             del messages[committed:]
             raise
+        if telemetry.enabled():
+            measurements = {
+                "duration": trio.current_time() - run_started,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "turns": turn,
+            }
+            meta = {**self._tel_meta, "run_id": run_id}
+            if failure is None:
+                telemetry.emit(("condukt", "run", "stop"), measurements, meta)
+            else:
+                meta.update(error_type=type(failure).__name__, error=self._scrub(str(failure)))
+                telemetry.emit(("condukt", "run", "exception"), measurements, meta)
         if failure is not None:
             del messages[committed:]  # no half-finished turn
             await emit(Error(type(failure).__name__, str(failure)))
@@ -552,6 +594,33 @@ class Agent(Server):
             await emit(AgentEnd(text, usage, turn))
         await emit(Done("completed"))
         return result
+
+    async def _complete(self, request: ModelRequest, emit: Any, run_id: str, turn: int) -> AssistantMessage:
+        """One model request, with telemetry around it."""
+        if not telemetry.enabled():
+            return await self.model_instance.complete(request, emit)
+        meta = {**self._tel_meta, "run_id": run_id, "turn": turn, "provider": self._provider}
+        telemetry.emit(("condukt", "llm", "start"), {}, meta)
+        started = trio.current_time()
+        try:
+            response = await self.model_instance.complete(request, emit)
+        except BaseException as exc:
+            telemetry.emit(
+                ("condukt", "llm", "exception"),
+                {"duration": trio.current_time() - started},
+                {**meta, "error_type": type(exc).__name__, "error": self._scrub(str(exc))},
+            )
+            raise
+        telemetry.emit(
+            ("condukt", "llm", "stop"),
+            {
+                "duration": trio.current_time() - started,
+                "input_tokens": response.usage.input_tokens,
+                "output_tokens": response.usage.output_tokens,
+            },
+            {**meta, "stop_reason": response.stop_reason},
+        )
+        return response
 
     def _request_builder(self, submission: Submission | None) -> Any:
         system_prompt = self.system_prompt_text
@@ -585,11 +654,29 @@ class Agent(Server):
     async def _run_tool(self, call: ToolCall, state: _RunState, emit: Any) -> ToolResultMessage:
         await emit(ToolCallStart(call.id, call.name, call.arguments))
         started = trio.current_time()
+        traced = telemetry.enabled()
+        if traced:
+            meta = {
+                **self._tel_meta,
+                "run_id": state.run_id,
+                "turn": state.turn,
+                "tool": call.name,
+                "tool_call_id": call.id,
+            }
+            telemetry.emit(("condukt", "tool", "start"), {}, meta)
+        crash: BaseException | None = None
         if state.submission is not None and call.name == SUBMIT_RESULT:
             content, is_error = state.submission.submit(call.arguments)
         else:
-            content, is_error = await self._call_tool(call, emit)
+            content, is_error, crash = await self._call_tool(call, emit)
             content = self._scrub_blocks(content)
+        if traced:
+            duration = {"duration": trio.current_time() - started}
+            if crash is None:
+                telemetry.emit(("condukt", "tool", "stop"), duration, {**meta, "is_error": is_error})
+            else:
+                error = {"error_type": type(crash).__name__, "error": self._scrub(str(crash))}
+                telemetry.emit(("condukt", "tool", "exception"), duration, {**meta, **error})
         result = ToolResultMessage(call.id, call.name, content, is_error)
         await emit(ToolCallEnd(call.id, call.name, result.text, is_error, trio.current_time() - started))
         return result
@@ -606,27 +693,30 @@ class Agent(Server):
             emit=emit,
         )
 
-    async def _call_tool(self, call: ToolCall, emit: Any) -> tuple[tuple[TextBlock | ImageBlock, ...], bool]:
+    async def _call_tool(
+        self, call: ToolCall, emit: Any
+    ) -> tuple[tuple[TextBlock | ImageBlock, ...], bool, BaseException | None]:
+        """Run one tool: (content, is_error, the exception if it crashed)."""
         tool = self._tools_by_name.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self._tools_by_name)) or "none"
-            return _error(f"unknown tool {call.name!r}. Available tools: {known}")
+            return (*_error(f"unknown tool {call.name!r}. Available tools: {known}"), None)
         problem = tool.validate(call.arguments)
         if problem is not None:
-            return _error(f"invalid arguments for {call.name}: {problem}")
+            return (*_error(f"invalid arguments for {call.name}: {problem}"), None)
         timeout = self.config_tool_timeout if tool.timeout is AGENT_DEFAULT else tool.timeout
         context = self._tool_context(tool, call, emit)
         try:
             with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:  # type: ignore[arg-type]
                 value = await tool.call(dict(call.arguments), context)
-                return render_result(value), False
+                return render_result(value), False, None
         except ToolError as exc:
-            return _error(str(exc))
+            return (*_error(str(exc)), None)
         except Exception as exc:
             logger.warning("tool %r raised", call.name, exc_info=exc)
-            return _error(f"{type(exc).__name__}: {exc}")
+            return (*_error(f"{type(exc).__name__}: {exc}"), exc)
         assert scope.cancelled_caught
-        return _error(f"tool {call.name!r} timed out after {timeout:g} seconds")
+        return (*_error(f"tool {call.name!r} timed out after {timeout:g} seconds"), None)
 
 
 def _error(message: str) -> tuple[tuple[TextBlock], bool]:
