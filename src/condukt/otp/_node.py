@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+import logging
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, TypeVar
@@ -20,6 +21,11 @@ from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
 from ._timers import TimerService
 
 __all__ = ["Monitor", "Node", "current_node", "open_node"]
+
+logger = logging.getLogger("condukt.otp")
+
+#: Seconds each :meth:`Node.on_close` callback may take.
+CLOSE_CALLBACK_TIMEOUT = 5.0
 
 _current_node: ContextVar[Node | None] = ContextVar("condukt_node", default=None)
 
@@ -96,6 +102,27 @@ class Node:
         self.pubsub = PubSub()
         #: Per-node services added by higher layers (HTTP client pools, limits, ...).
         self.extensions: dict[str, Any] = {}
+        self._close_callbacks: list[Callable[[], Awaitable[object]]] = []
+
+    def on_close(self, callback: Callable[[], Awaitable[object]]) -> None:
+        """Run ``await callback()`` when the node closes, after every process has stopped.
+
+        For node-wide resources that a higher layer creates lazily (a shared
+        HTTP client, ...) and must release with the node. Callbacks run in
+        reverse order of registration, shielded from cancellation, each
+        within ``CLOSE_CALLBACK_TIMEOUT`` seconds; one that raises is logged
+        and the others still run.
+        """
+        self._close_callbacks.append(callback)
+
+    async def _run_close_callbacks(self) -> None:
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in reversed(callbacks):
+            with trio.move_on_after(CLOSE_CALLBACK_TIMEOUT):
+                try:
+                    await callback()
+                except Exception as exc:
+                    logger.error("node close callback %r raised", callback, exc_info=exc)
 
     def _new_pid(self) -> int:
         self._next_pid += 1
@@ -279,6 +306,7 @@ class open_node:  # noqa: N801 - named like trio's open_* context managers
             if root.alive:
                 root._request_exit("shutdown", terminate=True, timeout=None)
                 await root.wait()
+            await node._run_close_callbacks()
         if self._token is not None:
             _current_node.reset(self._token)
         assert self._nursery is not None

@@ -1,0 +1,115 @@
+"""The errors a provider raises: one hierarchy under :class:`~condukt.providers.ModelError`.
+
+Catch :class:`ProviderError` for every failure of a provider request, or a
+subclass for one kind. None of them ever holds an API key: the provider's
+own message is redacted before it is stored.
+"""
+
+from __future__ import annotations
+
+from ._model import ModelError
+
+__all__ = [
+    "AuthenticationFailed",
+    "InvalidRequest",
+    "InvalidResponse",
+    "MissingApiKey",
+    "ProviderError",
+    "ProviderUnavailable",
+    "RateLimited",
+    "StreamError",
+]
+
+
+class MissingApiKey(ModelError, ValueError):
+    """No API key was given and the provider's environment variable is not set.
+
+    Raised when the model is resolved (at agent start), never at the first request.
+    """
+
+
+class ProviderError(ModelError):
+    """A provider request failed.
+
+    ``provider`` is the provider prefix (``"anthropic"``, ``"openai"``...),
+    ``status_code`` the HTTP status (``None`` for a connection failure or an
+    error reported inside a stream), ``error_type`` the provider's error type
+    when it sent one, ``provider_message`` its message, ``request_id`` its
+    request id header, ``retry_after`` the wait it asked for (seconds), and
+    ``attempts`` how many requests were made before giving up.
+    """
+
+    #: Whether a request failing this way may succeed when sent again.
+    retryable: bool = False
+
+    def __init__(
+        self,
+        provider: str,
+        message: str,
+        *,
+        status_code: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.provider_message = message
+        self.status_code = status_code
+        self.error_type = error_type
+        self.request_id = request_id
+        self.retry_after = retry_after
+        self.attempts = 1
+
+    @property
+    def reason(self) -> str:
+        """A short description: status, error type and message (no provider prefix)."""
+        parts = []
+        if self.status_code is not None:
+            parts.append(f"HTTP {self.status_code}")
+        if self.error_type:
+            parts.append(self.error_type)
+        head = " ".join(parts)
+        return f"{head}: {self.provider_message}" if head else self.provider_message
+
+    def __str__(self) -> str:
+        text = f"{self.provider}: {self.reason}"
+        if self.attempts > 1:
+            text += f" (gave up after {self.attempts} attempts)"
+        if self.request_id:
+            text += f" [request id {self.request_id}]"
+        return text
+
+
+class InvalidRequest(ProviderError):
+    """The provider rejected the request (HTTP 400, 404, 413, 422...): sending it again will not help."""
+
+
+class AuthenticationFailed(ProviderError):
+    """The provider refused the API key (HTTP 401) or its permissions (HTTP 403)."""
+
+
+class RateLimited(ProviderError):
+    """The provider said to slow down (HTTP 429). Retried after its ``Retry-After``."""
+
+    retryable = True
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider is down, overloaded, timed out or unreachable (5xx, 529, connection errors)."""
+
+    retryable = True
+
+
+class InvalidResponse(ProviderError):
+    """The provider answered with something that is not the protocol (bad JSON, missing fields)."""
+
+
+class StreamError(InvalidResponse):
+    """A streamed response was cut or malformed mid-way.
+
+    The partial answer is dropped (the run fails, nothing half-finished lands
+    in the history); it is retried only if nothing had been streamed yet.
+    """
+
+    retryable = True

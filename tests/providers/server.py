@@ -1,0 +1,542 @@
+"""A local HTTP/1.1 server speaking the Anthropic Messages and OpenAI Chat Completions wire formats.
+
+Real sockets on 127.0.0.1, h11 for HTTP. Each request takes the next step of
+``server.script`` (or ``server.responder(request)`` once the script is
+empty) and renders it in the protocol of the path it came to
+(``.../v1/messages`` or ``.../chat/completions``), streamed as server-sent
+events when the body says ``"stream": true``. Responses are built from the
+providers' public API references (see ``tests/fixtures/`` for recorded-format
+samples).
+
+Steps: :class:`Reply` (text, thinking, tool calls, usage), :class:`Status`
+(an HTTP error with the provider's error body and headers), :class:`Fault`
+(a stream that drops, hangs until the client leaves, sends an SSE error
+event or garbage, or waits on a gate), :class:`Malformed` (a 200 whose body
+is not JSON), :class:`Disconnect` (close without answering), :class:`Slow`
+(delay the first byte of another step), :class:`Raw` (a recorded body).
+
+Every request is recorded (headers, JSON body, time) and concurrent
+requests are counted. Run as a script (``python server.py --latency 0.05``)
+it serves in its own process and prints its port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import json
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+import h11
+import trio
+
+# ---------------------------------------------------------------------------- steps
+
+
+@attrs.frozen
+class ToolUse:
+    """A tool call the scripted model makes."""
+
+    id: str
+    name: str
+    arguments: Any
+
+
+_ids = itertools.count(1)
+
+
+def tool_use(name: str, arguments: Any = None, id: str | None = None) -> ToolUse:
+    """A tool call; ids are generated (``toolu_N``) unless given."""
+    return ToolUse(id or f"toolu_{next(_ids)}", name, {} if arguments is None else arguments)
+
+
+@attrs.frozen
+class Reply:
+    """A successful answer: thinking, text, tool calls, usage ``(input, output)``.
+
+    Streamed text is cut into ``chunk``-character deltas; tool arguments into
+    ``chunk``-character JSON fragments.
+    """
+
+    text: str = ""
+    thinking: str = ""
+    tool_calls: tuple[ToolUse, ...] = ()
+    usage: tuple[int, int] = (10, 5)
+    chunk: int = 8
+    signature: str = "sig-abc"
+
+
+def reply(text: str = "", *, thinking: str = "", tools: Any = (), usage: tuple[int, int] = (10, 5), chunk: int = 8) -> Reply:
+    """A :class:`Reply`; ``tools`` is a :class:`ToolUse` or a list of them."""
+    calls = (tools,) if isinstance(tools, ToolUse) else tuple(tools)
+    return Reply(text, thinking, calls, usage, chunk)
+
+
+@attrs.frozen
+class Status:
+    """An HTTP error with the protocol's error body (and e.g. ``Retry-After`` headers)."""
+
+    code: int
+    message: str = "error"
+    error_type: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@attrs.frozen
+class Fault:
+    """A streamed ``reply`` that goes wrong after ``after`` SSE frames.
+
+    ``drop``: the connection is cut (no end of body); ``hang``: nothing more
+    is sent until the client closes the connection; ``error``: an SSE error
+    event ends the body; ``garbage``: a frame of malformed JSON follows;
+    ``gate``: the rest is sent once ``server.gate`` is set.
+    """
+
+    reply: Reply
+    after: int
+    kind: Literal["drop", "hang", "error", "garbage", "gate"]
+    error_type: str = "overloaded_error"
+    message: str = "Overloaded"
+
+
+@attrs.frozen
+class Malformed:
+    """A 200 response whose body is not JSON."""
+
+    body: bytes = b'{"id": "msg_1", "content": [{"type": "text", "te'
+
+
+@attrs.frozen
+class Disconnect:
+    """Close the connection without answering."""
+
+
+@attrs.frozen
+class Slow:
+    """``step``, after ``delay`` seconds without a single byte."""
+
+    step: Any
+    delay: float
+
+
+@attrs.frozen
+class Raw:
+    """A body sent verbatim (a recorded sample)."""
+
+    body: bytes
+    content_type: str = "text/event-stream"
+    status: int = 200
+
+
+Step = Reply | Status | Fault | Malformed | Disconnect | Slow | Raw
+
+
+@attrs.define
+class RecordedRequest:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw: bytes
+    body: Any
+    time: float
+    protocol: str
+    client_closed: bool = False
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the client asked for server-sent events."""
+        return isinstance(self.body, dict) and bool(self.body.get("stream"))
+
+    @property
+    def messages(self) -> list[Any]:
+        """The body's ``messages``."""
+        return list(self.body.get("messages", [])) if isinstance(self.body, dict) else []
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def anthropic_body(step: Reply, model: str) -> dict[str, Any]:
+    """A Messages API response."""
+    content: list[dict[str, Any]] = []
+    if step.thinking:
+        content.append({"type": "thinking", "thinking": step.thinking, "signature": step.signature})
+    if step.text:
+        content.append({"type": "text", "text": step.text})
+    for call in step.tool_calls:
+        content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+    return {
+        "id": "msg_01local",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if step.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": step.usage[0], "output_tokens": step.usage[1]},
+    }
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + event.encode() + b"\ndata: " + _dumps(data) + b"\n\n"
+
+
+def anthropic_frames(step: Reply, model: str) -> list[bytes]:
+    """A Messages API event stream."""
+    start = anthropic_body(Reply(usage=(step.usage[0], 1)), model)
+    start["stop_reason"] = None
+    frames = [_sse("message_start", {"type": "message_start", "message": start}), _sse("ping", {"type": "ping"})]
+    index = 0
+
+    def block(start_block: dict[str, Any], deltas: list[dict[str, Any]]) -> None:
+        nonlocal index
+        frames.append(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": start_block}))
+        for delta in deltas:
+            frames.append(_sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+        frames.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
+
+    if step.thinking:
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(step.thinking, step.chunk)]
+        deltas.append({"type": "signature_delta", "signature": step.signature})
+        block({"type": "thinking", "thinking": "", "signature": ""}, deltas)
+    if step.text:
+        block({"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in _pieces(step.text, step.chunk)])
+    for call in step.tool_calls:
+        arguments = json.dumps(call.arguments)
+        block(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": {}},
+            [{"type": "input_json_delta", "partial_json": p} for p in _pieces(arguments, step.chunk)],
+        )
+    frames.append(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use" if step.tool_calls else "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": step.usage[1]},
+            },
+        )
+    )
+    frames.append(_sse("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+def anthropic_error(status: int, error_type: str | None, message: str) -> dict[str, Any]:
+    """A Messages API error body."""
+    default = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}
+    return {"type": "error", "error": {"type": error_type or default.get(status, "api_error"), "message": message}}
+
+
+def openai_body(step: Reply, model: str) -> dict[str, Any]:
+    """A Chat Completions response."""
+    message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
+    if step.thinking:
+        message["reasoning_content"] = step.thinking
+    if step.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            for c in step.tool_calls
+        ]
+    return {
+        "id": "chatcmpl-local",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if step.tool_calls else "stop"}],
+        "usage": {"prompt_tokens": step.usage[0], "completion_tokens": step.usage[1], "total_tokens": sum(step.usage)},
+    }
+
+
+def openai_frames(step: Reply, model: str) -> list[bytes]:
+    """A Chat Completions chunk stream, usage chunk and ``[DONE]`` included."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        data = {
+            "id": "chatcmpl-local",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + _dumps(data) + b"\n\n"
+
+    frames = [chunk({"role": "assistant", "content": ""})]
+    frames += [chunk({"reasoning_content": p}) for p in _pieces(step.thinking, step.chunk)] if step.thinking else []
+    frames += [chunk({"content": p}) for p in _pieces(step.text, step.chunk)] if step.text else []
+    for index, call in enumerate(step.tool_calls):
+        frames.append(
+            chunk({"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]})
+        )
+        for piece in _pieces(json.dumps(call.arguments), step.chunk):
+            frames.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    frames.append(chunk({}, "tool_calls" if step.tool_calls else "stop"))
+    usage = {"prompt_tokens": step.usage[0], "completion_tokens": step.usage[1], "total_tokens": sum(step.usage)}
+    frames.append(
+        b"data: "
+        + _dumps({"id": "chatcmpl-local", "object": "chat.completion.chunk", "created": 1700000000, "model": model, "choices": [], "usage": usage})
+        + b"\n\n"
+    )
+    frames.append(b"data: [DONE]\n\n")
+    return frames
+
+
+def openai_error(status: int, error_type: str | None, message: str) -> dict[str, Any]:
+    """A Chat Completions error body."""
+    default = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_exceeded"}
+    return {"error": {"message": message, "type": error_type or default.get(status, "server_error"), "param": None, "code": None}}
+
+
+# ---------------------------------------------------------------------------- responders
+
+
+def _last_is_tool_result(request: RecordedRequest) -> bool:
+    messages = request.messages
+    if request.protocol == "openai":
+        # Tool messages (and a user message with their images) follow the last assistant message.
+        after = list(itertools.takewhile(lambda m: m.get("role") != "assistant", reversed(messages)))
+        return any(m.get("role") == "tool" for m in after)
+    content = messages[-1].get("content") if messages else None
+    return isinstance(content, list) and any(block.get("type") == "tool_result" for block in content)
+
+
+def tool_then_answer(request: RecordedRequest) -> Step:
+    """Call the ``noop`` tool first, then answer: two model turns and one tool call per run."""
+    if _last_is_tool_result(request):
+        return Reply("done", usage=(20, 3))
+    return Reply(tool_calls=(tool_use("noop", {}),), usage=(10, 2))
+
+
+# ---------------------------------------------------------------------------- server
+
+
+class ProtocolServer:
+    """The server; start it with ``await nursery.start(server.run)``."""
+
+    def __init__(self, *, latency: float = 0.0, responder: Callable[[RecordedRequest], Step] | None = None) -> None:
+        #: Seconds added to every request before its first byte.
+        self.latency = latency
+        self.script: deque[Step] = deque()
+        #: Answers requests once the script is empty (default: ``Reply("ok")``).
+        self.responder = responder
+        self.requests: list[RecordedRequest] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.connections = 0
+        #: Set when a hanging response sees its client close the connection.
+        self.client_closed = trio.Event()
+        #: Releases ``Fault(kind="gate")`` responses.
+        self.gate = trio.Event()
+        self.port = 0
+        self.record = True
+
+    def add(self, *steps: Step) -> None:
+        """Queue responses, in order."""
+        self.script.extend(steps)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on an ephemeral port of 127.0.0.1 until cancelled."""
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(functools.partial(trio.serve_tcp, self._connection, 0, host="127.0.0.1"))
+            self.port = listeners[0].socket.getsockname()[1]
+            task_status.started(self)
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                request = await self._read_request(conn, stream)
+                if request is None:
+                    return
+                if not await self._respond(conn, stream, request):
+                    return
+                if conn.our_state is h11.MUST_CLOSE:
+                    return
+                conn.start_next_cycle()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
+            pass
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async def _next(self, conn: h11.Connection, stream: trio.SocketStream) -> Any:
+        while True:
+            event = conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            conn.receive_data(await stream.receive_some(65536))
+
+    async def _read_request(self, conn: h11.Connection, stream: trio.SocketStream) -> RecordedRequest | None:
+        event = await self._next(conn, stream)
+        if type(event) is not h11.Request:
+            return None
+        chunks = []
+        while True:
+            part = await self._next(conn, stream)
+            if type(part) is h11.Data:
+                chunks.append(bytes(part.data))
+            elif type(part) is h11.EndOfMessage:
+                break
+            else:
+                return None
+        raw = b"".join(chunks)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        path = event.target.decode()
+        protocol = "anthropic" if path.endswith("/v1/messages") else "openai" if path.endswith("/chat/completions") else "?"
+        recorded = RecordedRequest(
+            event.method.decode(),
+            path,
+            {k.decode().lower(): v.decode() for k, v in event.headers},
+            raw,
+            body,
+            time.monotonic(),
+            protocol,
+        )
+        if self.record:
+            self.requests.append(recorded)
+        return recorded
+
+    async def _respond(self, conn: h11.Connection, stream: trio.SocketStream, request: RecordedRequest) -> bool:
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            if request.protocol == "?":
+                return await self._send_body(conn, stream, 404, b'{"error":{"message":"no such endpoint"}}')
+            if self.script:
+                step: Any = self.script.popleft()
+            elif self.responder is not None:
+                step = self.responder(request)
+            else:
+                step = Reply("ok")
+            delay = self.latency
+            while isinstance(step, Slow):
+                delay += step.delay
+                step = step.step
+            if delay:
+                await trio.sleep(delay)
+            return await self._render(conn, stream, request, step)
+        finally:
+            self.in_flight -= 1
+
+    async def _render(self, conn: h11.Connection, stream: trio.SocketStream, request: RecordedRequest, step: Any) -> bool:
+        anthropic = request.protocol == "anthropic"
+        model = request.body.get("model", "model") if isinstance(request.body, dict) else "model"
+        if isinstance(step, Disconnect):
+            return False
+        if isinstance(step, Status):
+            body = (anthropic_error if anthropic else openai_error)(step.code, step.error_type, step.message)
+            return await self._send_body(conn, stream, step.code, _dumps(body), headers=step.headers)
+        if isinstance(step, Malformed):
+            return await self._send_body(conn, stream, 200, step.body)
+        if isinstance(step, Raw):
+            return await self._send_body(conn, stream, step.status, step.body, content_type=step.content_type)
+        fault = step if isinstance(step, Fault) else None
+        answer: Reply = fault.reply if fault else step
+        if not request.streaming:
+            body = anthropic_body(answer, model) if anthropic else openai_body(answer, model)
+            return await self._send_body(conn, stream, 200, _dumps(body))
+        frames = anthropic_frames(answer, model) if anthropic else openai_frames(answer, model)
+        await self._send(stream, conn.send(h11.Response(status_code=200, headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")])))
+        cut = len(frames) if fault is None else fault.after
+        for frame in frames[:cut]:
+            await self._send(stream, conn.send(h11.Data(data=frame)))
+        if fault is not None:
+            if fault.kind == "drop":
+                return False
+            if fault.kind == "hang":
+                await self._wait_for_close(stream, request)
+                return False
+            if fault.kind == "error":
+                error = anthropic_error(0, fault.error_type, fault.message) if anthropic else openai_error(0, fault.error_type, fault.message)
+                frame = _sse("error", error) if anthropic else b"data: " + _dumps(error) + b"\n\n"
+                await self._send(stream, conn.send(h11.Data(data=frame)))
+                frames = []
+            elif fault.kind == "garbage":
+                await self._send(stream, conn.send(h11.Data(data=b'event: content_block_delta\ndata: {"type": "content_bl\n\n')))
+                frames = []
+            elif fault.kind == "gate":
+                await self.gate.wait()
+            for frame in frames[cut:]:
+                await self._send(stream, conn.send(h11.Data(data=frame)))
+        await self._send(stream, conn.send(h11.EndOfMessage()))
+        return True
+
+    async def _wait_for_close(self, stream: trio.SocketStream, request: RecordedRequest) -> None:
+        try:
+            while await stream.receive_some(65536):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        request.client_closed = True
+        self.client_closed.set()
+
+    async def _send(self, stream: trio.SocketStream, data: bytes | None) -> None:
+        if data:
+            await stream.send_all(data)
+
+    async def _send_body(
+        self,
+        conn: h11.Connection,
+        stream: trio.SocketStream,
+        status: int,
+        body: bytes,
+        *,
+        headers: tuple[tuple[str, str], ...] = (),
+        content_type: str = "application/json",
+    ) -> bool:
+        head = [("content-type", content_type), ("content-length", str(len(body))), ("request-id", "req_local"), *headers]
+        data = conn.send(h11.Response(status_code=status, headers=head)) or b""
+        data += conn.send(h11.Data(data=body)) or b""
+        data += conn.send(h11.EndOfMessage()) or b""
+        await stream.send_all(data)
+        return True
+
+
+# ---------------------------------------------------------------------------- as a process
+
+
+async def _serve_forever(latency: float) -> None:
+    server = ProtocolServer(latency=latency, responder=tool_then_answer)
+    server.record = False
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        print(server.port, flush=True)
+        # Exit when the parent closes our stdin (or dies).
+        await trio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
+        nursery.cancel_scope.cancel()
+
+
+def main() -> None:
+    """``python server.py --latency 0.05``: serve until stdin closes; prints the port first."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    args = parser.parse_args()
+    trio.run(_serve_forever, args.latency)
+
+
+if __name__ == "__main__":
+    main()
