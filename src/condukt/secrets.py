@@ -23,7 +23,6 @@ import inspect
 import os
 import re
 import shlex
-import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -124,10 +123,12 @@ class Secrets:
 
     __slots__ = ("_pattern", "_values")
 
-    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+    def __init__(self, values: Mapping[str, str] | None = None, redact_also: Mapping[str, str] | None = None) -> None:
         self._values = dict(values or {})
+        # ``redact_also``: values to hide that are not for subprocesses (the agent's API key).
+        hidden = {**(redact_also or {}), **self._values}
         redactable = sorted(
-            ((v, k) for k, v in self._values.items() if len(v.encode("utf-8")) >= MIN_REDACT_BYTES),
+            ((v, k) for k, v in hidden.items() if len(v.encode("utf-8")) >= MIN_REDACT_BYTES),
             key=lambda item: -len(item[0]),
         )
         self._pattern: tuple[re.Pattern[str], dict[str, str]] | None = None
@@ -146,7 +147,11 @@ class Secrets:
         return list(self._values)
 
     def __bool__(self) -> bool:
-        return bool(self._values)
+        return bool(self._values) or self._pattern is not None
+
+    def hiding(self, extra: Mapping[str, str]) -> Secrets:
+        """These secrets, also redacting ``extra`` (name -> value) without exposing it to tools."""
+        return Secrets(self._values, {k: v for k, v in extra.items() if isinstance(v, str)})
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value (4+ bytes) replaced by ``[REDACTED:NAME]``."""
@@ -191,5 +196,3 @@ async def resolve_secrets(spec: Mapping[str, Any] | None) -> Secrets:
     return Secrets({name: values[name] for name in providers})
 
 
-# Silence "imported but unused" for subprocess (kept for the docs' mention of no shell).
-del subprocess

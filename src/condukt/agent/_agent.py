@@ -245,6 +245,8 @@ class Agent(Server):
         await self.init(options)
         cls = type(self)
         self._secrets = await resolve_secrets(options["secrets"] if "secrets" in options else self.secrets())
+        if isinstance(options.get("api_key"), str):
+            self._secrets = self._secrets.hiding({"API_KEY": options["api_key"]})
         self._redactor = options.get("redactor", cls.redactor)
         if self._redactor is not None and not isinstance(self._redactor, Redactor):
             raise TypeError(f"redactor must have a redact(text) method, got {self._redactor!r}")
@@ -678,7 +680,7 @@ class Agent(Server):
                 error = {"error_type": type(crash).__name__, "error": self._scrub(str(crash))}
                 telemetry.emit(("condukt", "tool", "exception"), duration, {**meta, **error})
         result = ToolResultMessage(call.id, call.name, content, is_error)
-        await emit(ToolCallEnd(call.id, call.name, result.text, is_error, trio.current_time() - started))
+        await emit(ToolCallEnd(call.id, call.name, _display(content), is_error, trio.current_time() - started))
         return result
 
     def _tool_context(self, tool: Tool, call: ToolCall, emit: Any) -> ToolContext:
@@ -717,6 +719,16 @@ class Agent(Server):
             return (*_error(f"{type(exc).__name__}: {exc}"), exc)
         assert scope.cancelled_caught
         return (*_error(f"tool {call.name!r} timed out after {timeout:g} seconds"), None)
+
+
+def _display(content: tuple[TextBlock | ImageBlock, ...]) -> str:
+    """A tool result as text for events: images shown as a placeholder."""
+    if len(content) == 1 and type(content[0]) is TextBlock:
+        return content[0].text
+    return "".join(
+        b.text if type(b) is TextBlock else f"[image {b.media_type}, {len(b.data) * 3 // 4} bytes]"  # type: ignore[union-attr]
+        for b in content
+    )
 
 
 def _error(message: str) -> tuple[tuple[TextBlock], bool]:

@@ -9,6 +9,7 @@ the background outlives the call.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -19,13 +20,19 @@ import trio
 from ._output import MAX_BYTES
 from ._tool import ToolError
 
-__all__ = ["ProcessOutput", "run_process", "SAFE_ENV_VARS", "BASE_ENV"]
+__all__ = ["BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "ProcessOutput", "format_result", "run_process"]
 
 #: Variables a ``Command`` inherits from the host environment.
 SAFE_ENV_VARS = (
     "PATH", "HOME", "USER", "LOGNAME", "HOSTNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
     "TMPDIR", "TMP", "TEMP",
 )  # fmt: skip
+#: Host variables ``Bash`` does not pass on: they look like credentials, and
+#: the model could print them. Declared agent secrets are passed explicitly.
+CREDENTIAL_NAME = re.compile(
+    r"API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_?KEY|ACCESS_?KEY", re.IGNORECASE
+)
+
 #: Set for every tool subprocess: no pagers, no terminal escapes.
 BASE_ENV = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
 

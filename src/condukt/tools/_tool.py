@@ -17,6 +17,7 @@ from jsonschema.exceptions import best_match
 from ..messages import ImageBlock, TextBlock, ToolDefinition
 from ..otp import ConduktError
 from ..serialization import unstructure
+from ._schema_check import compile_schema
 
 __all__ = [
     "AGENT_DEFAULT",
@@ -152,7 +153,9 @@ class Tool(abc.ABC):
         if not isinstance(schema, Mapping) or schema.get("type") != "object":
             raise ValueError(f"tool {name!r}: parameters must be a JSON Schema of type 'object'")
         try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
+            # A class-level schema is shared by every instance: compile it once.
+            stable = any(klass.__dict__.get("parameters") is schema for klass in type(self).__mro__)
+            self._validator = compile_schema(schema, stable=stable)
         except jsonschema.SchemaError as exc:
             raise ValueError(f"tool {name!r}: invalid parameters schema: {exc.message}") from exc
 
@@ -162,13 +165,12 @@ class Tool(abc.ABC):
             if isinstance(args, str):
                 return f"arguments are not valid JSON: {args[:200]!r}"
             return f"arguments must be a JSON object, got {type(args).__name__}"
-        validator = self._validator
-        if validator is None:
-            schema = self.parameters
-            validator = self._validator = jsonschema.validators.validator_for(schema)(schema)
-        if validator.is_valid(args):
+        compiled = self._validator
+        if compiled is None:
+            compiled = self._validator = compile_schema(self.parameters)
+        if compiled.is_valid(args):
             return None
-        error = best_match(validator.iter_errors(args))
+        error = best_match(compiled.validator.iter_errors(args))
         where = "/".join(str(p) for p in error.absolute_path)
         return f"{where}: {error.message}" if where else error.message
 

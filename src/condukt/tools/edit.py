@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +55,17 @@ def _edit(path: Path, display: str, old_text: str, new_text: str) -> str:
     # Replace the file a symlink points to, not the link itself.
     real = Path(os.path.realpath(path))
     mode = os.stat(real).st_mode
-    tmp = real.with_name(f".{real.name}.condukt-edit")
-    tmp.write_text(updated, encoding="utf-8", newline="")
-    os.chmod(tmp, mode)
-    os.replace(tmp, real)
+    # A unique temporary file next to the target, then an atomic rename.
+    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".condukt-edit", dir=real.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(updated)
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     diff = difflib.unified_diff(
         content.splitlines(keepends=True),
         updated.splitlines(keepends=True),
