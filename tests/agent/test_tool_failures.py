@@ -122,3 +122,25 @@ async def test_one_failing_call_does_not_disturb_its_siblings(autojump_clock: tr
     results = tool_results(model.requests[1])
     assert [(r.name, r.is_error) for r in results] == [("sleep", False), ("crash", True), ("nope", True)]
     assert sleep.finished == ["ok"]
+
+
+class Nap(condukt.Tool):
+    name = "nap"
+    description = "Sleeps."
+    parameters = {"type": "object", "properties": {"s": {"type": "number"}}, "required": ["s"]}
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> str:
+        await trio.sleep(args["s"])
+        return f"slept {args['s']}"
+
+
+async def test_a_hanging_call_among_parallel_calls_times_out_alone(autojump_clock: Any) -> None:
+    model = ScriptedModel([[call("nap", {"s": 1}), call("nap", {"s": 10_000}), call("nap", {"s": 2})], reply("ok")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[Nap], tool_timeout=30)
+        start = trio.current_time()
+        assert await agent.run("go") == "ok"
+        assert trio.current_time() - start == 30
+        results = [m for m in await agent.history() if isinstance(m, condukt.messages.ToolResultMessage)]
+    assert [r.text for r in results] == ["slept 1", "Error: tool 'nap' timed out after 30 seconds", "slept 2"]
+    assert [r.is_error for r in results] == [False, True, False]

@@ -640,24 +640,74 @@ class Agent(Server):
 
     # ------------------------------------------------------------------ tools
 
+    def _timeout_of(self, call: ToolCall) -> float | None:
+        tool = self._tools_by_name.get(call.name)
+        if tool is None or tool.timeout is AGENT_DEFAULT:
+            return self.config_tool_timeout
+        return tool.timeout  # type: ignore[return-value]
+
     async def _run_tools(self, calls: Sequence[ToolCall], state: _RunState, emit: Any) -> list[ToolResultMessage]:
+        """Run a turn's calls concurrently; results in call order.
+
+        Calls that start together with the same timeout share one deadline
+        (one nursery's cancel scope) instead of a cancel scope each: the
+        deadlines are identical, and a scope per call is the dominant cost
+        of a wide fan-out.
+        """
         if len(calls) == 1:
             return [await self._run_tool(calls[0], state, emit)]
         results: list[Any] = [None] * len(calls)
-
-        async def run_one(index: int, call: ToolCall) -> None:
-            results[index] = await self._run_tool(call, state, emit)
-
-        async with trio.open_nursery() as nursery:
-            for index, call in enumerate(calls):
-                nursery.start_soon(run_one, index, call)
+        groups: dict[float | None, list[int]] = {}
+        for index, call in enumerate(calls):
+            groups.setdefault(self._timeout_of(call), []).append(index)
+        if len(groups) == 1:
+            ((timeout, indices),) = groups.items()
+            await self._run_group(timeout, indices, calls, results, state, emit)
+        else:
+            async with trio.open_nursery() as nursery:
+                for timeout, indices in groups.items():
+                    nursery.start_soon(self._run_group, timeout, indices, calls, results, state, emit)
         return results
 
+    async def _run_group(
+        self,
+        timeout: float | None,
+        indices: list[int],
+        calls: Sequence[ToolCall],
+        results: list[Any],
+        state: _RunState,
+        emit: Any,
+    ) -> None:
+        starts: dict[int, tuple[float, Any]] = {}
+
+        async def run_one(index: int) -> None:
+            call = calls[index]
+            starts[index] = await self._tool_started(call, state, emit)
+            outcome = await self._tool_outcome(call, state, emit, scoped=False)
+            results[index] = await self._tool_finished(call, state, emit, starts[index], *outcome)
+
+        async with trio.open_nursery() as group:
+            if timeout is not None:
+                group.cancel_scope.deadline = trio.current_time() + timeout
+            for index in indices:
+                group.start_soon(run_one, index)
+        for index in indices:
+            if results[index] is None:  # cut off by the shared deadline
+                call = calls[index]
+                began = starts.get(index) or await self._tool_started(call, state, emit)
+                timed_out = (*_error(f"tool {call.name!r} timed out after {timeout:g} seconds"), None)
+                results[index] = await self._tool_finished(call, state, emit, began, *timed_out)
+
     async def _run_tool(self, call: ToolCall, state: _RunState, emit: Any) -> ToolResultMessage:
+        """One tool call, start to finish, under its own timeout."""
+        began = await self._tool_started(call, state, emit)
+        outcome = await self._tool_outcome(call, state, emit, scoped=True)
+        return await self._tool_finished(call, state, emit, began, *outcome)
+
+    async def _tool_started(self, call: ToolCall, state: _RunState, emit: Any) -> tuple[float, Any]:
         await emit(ToolCallStart(call.id, call.name, call.arguments))
-        started = trio.current_time()
-        traced = telemetry.enabled()
-        if traced:
+        meta = None
+        if telemetry.enabled():
             meta = {
                 **self._tel_meta,
                 "run_id": state.run_id,
@@ -666,22 +716,36 @@ class Agent(Server):
                 "tool_call_id": call.id,
             }
             telemetry.emit(("condukt", "tool", "start"), {}, meta)
-        crash: BaseException | None = None
+        return trio.current_time(), meta
+
+    async def _tool_outcome(
+        self, call: ToolCall, state: _RunState, emit: Any, *, scoped: bool
+    ) -> tuple[tuple[TextBlock | ImageBlock, ...], bool, BaseException | None]:
         if state.submission is not None and call.name == SUBMIT_RESULT:
-            content, is_error = state.submission.submit(call.arguments)
-        else:
-            content, is_error, crash = await self._call_tool(call, emit)
-            content = self._scrub_blocks(content)
-        if traced:
-            duration = {"duration": trio.current_time() - started}
+            return (*state.submission.submit(call.arguments), None)
+        return await self._call_tool(call, emit, scoped=scoped)
+
+    async def _tool_finished(
+        self,
+        call: ToolCall,
+        state: _RunState,
+        emit: Any,
+        began: tuple[float, Any],
+        content: tuple[TextBlock | ImageBlock, ...],
+        is_error: bool,
+        crash: BaseException | None,
+    ) -> ToolResultMessage:
+        started, meta = began
+        content = self._scrub_blocks(content)
+        elapsed = trio.current_time() - started
+        if meta is not None:
             if crash is None:
-                telemetry.emit(("condukt", "tool", "stop"), duration, {**meta, "is_error": is_error})
+                telemetry.emit(("condukt", "tool", "stop"), {"duration": elapsed}, {**meta, "is_error": is_error})
             else:
                 error = {"error_type": type(crash).__name__, "error": self._scrub(str(crash))}
-                telemetry.emit(("condukt", "tool", "exception"), duration, {**meta, **error})
-        result = ToolResultMessage(call.id, call.name, content, is_error)
-        await emit(ToolCallEnd(call.id, call.name, _display(content), is_error, trio.current_time() - started))
-        return result
+                telemetry.emit(("condukt", "tool", "exception"), {"duration": elapsed}, {**meta, **error})
+        await emit(ToolCallEnd(call.id, call.name, _display(content), is_error, elapsed))
+        return ToolResultMessage(call.id, call.name, content, is_error)
 
     def _tool_context(self, tool: Tool, call: ToolCall, emit: Any) -> ToolContext:
         return ToolContext(
@@ -696,9 +760,12 @@ class Agent(Server):
         )
 
     async def _call_tool(
-        self, call: ToolCall, emit: Any
+        self, call: ToolCall, emit: Any, *, scoped: bool = True
     ) -> tuple[tuple[TextBlock | ImageBlock, ...], bool, BaseException | None]:
-        """Run one tool: (content, is_error, the exception if it crashed)."""
+        """Run one tool: (content, is_error, the exception if it crashed).
+
+        ``scoped=False``: the caller enforces the timeout (a shared deadline).
+        """
         tool = self._tools_by_name.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self._tools_by_name)) or "none"
@@ -706,10 +773,12 @@ class Agent(Server):
         problem = tool.validate(call.arguments)
         if problem is not None:
             return (*_error(f"invalid arguments for {call.name}: {problem}"), None)
-        timeout = self.config_tool_timeout if tool.timeout is AGENT_DEFAULT else tool.timeout
+        timeout = self._timeout_of(call)
         context = self._tool_context(tool, call, emit)
         try:
-            with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:  # type: ignore[arg-type]
+            if not scoped:
+                return render_result(await tool.call(dict(call.arguments), context)), False, None
+            with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:
                 value = await tool.call(dict(call.arguments), context)
                 return render_result(value), False, None
         except ToolError as exc:
