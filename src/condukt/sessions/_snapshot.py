@@ -1,0 +1,163 @@
+"""The snapshot of a session and its versioned JSON format.
+
+A snapshot is everything an agent needs to come back after a restart: its
+session id, its history and the settings the history was made with. It is
+stored as one JSON object, written by the project's one cattrs converter
+(:mod:`condukt.serialization`), with a ``"version"`` field:
+
+.. code-block:: json
+
+    {"version": 1, "id": "0190...", "messages": [{"type": "user", ...}],
+     "model": "anthropic:claude-sonnet-4-5", "thinking_level": "off",
+     "system_prompt": "You review pull requests.",
+     "created_at": 1760000000.0, "updated_at": 1760000042.5}
+
+Reading migrates older formats step by step (:data:`MIGRATIONS`, version N to
+N+1 on the raw dict) and refuses newer ones. Changing the format means: bump
+:data:`SNAPSHOT_VERSION`, add the migration from the previous version, keep
+a test document of every old version decoding.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+import cattrs
+
+from ..messages import Message
+from ..serialization import structure, unstructure
+from ._errors import CorruptSnapshot, UnsupportedSnapshotVersion
+
+__all__ = ["MIGRATIONS", "SNAPSHOT_VERSION", "Snapshot", "decode", "encode", "read_version"]
+
+#: The format version this condukt writes, and the newest it reads.
+SNAPSHOT_VERSION = 1
+
+
+def _as_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(messages)
+
+
+@attrs.frozen
+class Snapshot:
+    """One saved session: history plus the settings it was made with.
+
+    ``model`` is the ``"provider:model"`` string, or None when the agent's
+    model was an object (which cannot be stored). ``created_at`` and
+    ``updated_at`` are unix seconds (:func:`time.time`). ``version`` is the
+    format version; a decoded snapshot has been migrated to the current
+    format, so it is always :data:`SNAPSHOT_VERSION`. ``messages`` may be
+    given as any iterable (the agent's history list); it is kept as a tuple.
+    """
+
+    id: str
+    messages: tuple[Message, ...] = attrs.field(converter=_as_tuple)
+    model: str | None = None
+    thinking_level: str = "off"
+    system_prompt: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    version: int = SNAPSHOT_VERSION
+
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _v0_to_v1(doc: dict[str, Any]) -> dict[str, Any]:
+    # The pre-release format: no "version", no timestamps, no thinking level.
+    migrated = dict(doc)
+    migrated.setdefault("thinking_level", "off")
+    migrated.setdefault("created_at", 0.0)
+    migrated.setdefault("updated_at", 0.0)
+    migrated["version"] = 1
+    return migrated
+
+
+#: ``MIGRATIONS[n]`` turns a raw version-``n`` document into a version-``n+1`` one.
+MIGRATIONS: Mapping[int, Migration] = {0: _v0_to_v1}
+
+
+def encode(snapshot: Snapshot) -> str:
+    """The JSON document for ``snapshot``, in the current format.
+
+    Pure ASCII (non-ASCII characters are escaped), so text a tool decoded
+    with lone surrogates still stores. Raises :class:`ValueError` for a
+    snapshot whose ``version`` is not :data:`SNAPSHOT_VERSION`.
+    """
+    if snapshot.version != SNAPSHOT_VERSION:
+        raise ValueError(f"can only encode format version {SNAPSHOT_VERSION}, not {snapshot.version}")
+    fields = unstructure(snapshot, Snapshot)
+    doc = {"version": SNAPSHOT_VERSION, **{k: v for k, v in fields.items() if k != "version"}}
+    return json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
+
+
+def read_version(doc: Any, location: str) -> int:
+    """The format version of the raw document ``doc`` (0 when it has none).
+
+    Raises :class:`CorruptSnapshot` if ``doc`` is not a JSON object or its
+    version is not a non-negative integer.
+    """
+    if not isinstance(doc, dict):
+        raise CorruptSnapshot(location, f"expected a JSON object, got {type(doc).__name__}")
+    version = doc.get("version", 0)
+    if type(version) is not int or version < 0:
+        raise CorruptSnapshot(location, f"invalid format version {version!r}")
+    return version
+
+
+def decode(text: str | bytes, location: str = "<snapshot>") -> Snapshot:
+    """The snapshot that the JSON document ``text`` describes, migrated to the current format.
+
+    ``location`` (a file path, a database key...) names the source in errors.
+    Raises :class:`UnsupportedSnapshotVersion` for a document written by a
+    newer condukt and :class:`CorruptSnapshot` for anything else that is not
+    a valid snapshot (bad JSON, bad UTF-8, wrong shape, unknown message type).
+    """
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CorruptSnapshot(location, f"not valid JSON: {exc}") from exc
+    version = read_version(doc, location)
+    if version > SNAPSHOT_VERSION:
+        raise UnsupportedSnapshotVersion(version, SNAPSHOT_VERSION, location)
+    try:
+        while version < SNAPSHOT_VERSION:
+            doc = MIGRATIONS[version](doc)
+            version += 1
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptSnapshot(location, f"cannot migrate from format version {version}: {exc}") from exc
+    _check_fields(doc, location)
+    try:
+        return structure(doc, Snapshot)
+    except (cattrs.BaseValidationError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        detail = (
+            "; ".join(cattrs.transform_error(exc)) if isinstance(exc, cattrs.BaseValidationError) else exc
+        )
+        raise CorruptSnapshot(location, f"not a session snapshot: {detail}") from exc
+
+
+# The converter converts leniently (5 -> "5"); the top-level fields are
+# checked strictly so that a document of another kind is reported as corrupt.
+_NUMBER = (int, float)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,),
+    "messages": (list,),
+    "model": (str, type(None)),
+    "thinking_level": (str,),
+    "system_prompt": (str, type(None)),
+    "created_at": _NUMBER,
+    "updated_at": _NUMBER,
+}
+_REQUIRED = ("id", "messages")
+
+
+def _check_fields(doc: dict[str, Any], location: str) -> None:
+    for name in _REQUIRED:
+        if name not in doc:
+            raise CorruptSnapshot(location, f"missing field {name!r}")
+    for name, types in _FIELD_TYPES.items():
+        if name in doc and (not isinstance(doc[name], types) or isinstance(doc[name], bool)):
+            raise CorruptSnapshot(location, f"field {name!r} has the wrong type: {doc[name]!r:.80}")

@@ -1,0 +1,51 @@
+"""The protocol every session store follows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ._snapshot import Snapshot
+
+__all__ = ["SessionStore"]
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Where an agent keeps its :class:`Snapshot` between incarnations.
+
+    Keys are arbitrary strings; a store keeps one snapshot per key. All three
+    operations may be called concurrently from several tasks (and agents);
+    operations on one key happen in the order they were called. A store that
+    does I/O runs it in worker threads, so the trio loop is never blocked.
+    """
+
+    def bind(self, cwd: Path) -> SessionStore:
+        """The store to use for an agent working in ``cwd``.
+
+        The agent calls this once at start. A store created without an
+        explicit location returns a store rooted under ``cwd`` (in
+        ``cwd/.condukt/``); a store with a location, or one that has none
+        (``MemoryStore``), returns itself.
+        """
+        ...
+
+    async def load(self, key: str) -> Snapshot | None:
+        """The snapshot saved under ``key``, or None when there is none.
+
+        Raises :class:`CorruptSnapshot` for data that is not a snapshot and
+        :class:`UnsupportedSnapshotVersion` for one written by a newer condukt.
+        """
+        ...
+
+    async def save(self, key: str, snapshot: Snapshot) -> None:
+        """Store ``snapshot`` under ``key``, replacing the previous one atomically.
+
+        Refuses (with the error ``load`` gives) to replace data that is corrupt
+        or of a newer format, so nothing unreadable is lost silently.
+        """
+        ...
+
+    async def delete(self, key: str) -> None:
+        """Remove what is stored under ``key`` (readable or not); no error if nothing is."""
+        ...
