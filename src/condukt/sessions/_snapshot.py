@@ -21,6 +21,7 @@ a test document of every old version decoding.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -89,9 +90,45 @@ def encode(snapshot: Snapshot) -> str:
     """
     if snapshot.version != SNAPSHOT_VERSION:
         raise ValueError(f"can only encode format version {SNAPSHOT_VERSION}, not {snapshot.version}")
-    fields = unstructure(snapshot, Snapshot)
-    doc = {"version": SNAPSHOT_VERSION, **{k: v for k, v in fields.items() if k != "version"}}
-    return json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
+    head = {
+        "version": SNAPSHOT_VERSION,
+        "id": snapshot.id,
+        "model": snapshot.model,
+        "thinking_level": snapshot.thinking_level,
+        "system_prompt": snapshot.system_prompt,
+        "created_at": snapshot.created_at,
+        "updated_at": snapshot.updated_at,
+    }
+    # Messages are immutable: each is encoded once and reused by every later
+    # save, so a save costs what is new plus a join, not the whole history.
+    messages = ",".join(_message_json(message) for message in snapshot.messages)
+    return f'{json.dumps(head, ensure_ascii=True, separators=(",", ":"))[:-1]},"messages":[{messages}]}}'
+
+
+_encoded: dict[int, tuple[weakref.ref[Any], str]] = {}
+
+
+def _forget(key: int) -> Callable[[weakref.ref[Any]], None]:
+    def drop(ref: weakref.ref[Any]) -> None:
+        entry = _encoded.get(key)
+        if entry is not None and entry[0] is ref:
+            del _encoded[key]
+
+    return drop
+
+
+def _message_json(message: Message) -> str:
+    """The JSON of one message, cached by identity for as long as the message lives."""
+    key = id(message)
+    entry = _encoded.get(key)
+    if entry is not None and entry[0]() is message:
+        return entry[1]
+    text = json.dumps(unstructure(message, Message), ensure_ascii=True, separators=(",", ":"))
+    try:
+        _encoded[key] = (weakref.ref(message, _forget(key)), text)
+    except TypeError:  # not weak-referenceable: just do not cache
+        pass
+    return text
 
 
 def read_version(doc: Any, location: str) -> int:
