@@ -8,6 +8,7 @@ on first use, and the client is closed when the node closes.
 
 from __future__ import annotations
 
+import http.cookiejar
 import ssl
 from typing import Any
 
@@ -80,7 +81,19 @@ class HttpSettings:
                 keepalive_expiry=self.keepalive_expiry,
                 ssl_context=context,
             )
-        return httpx.AsyncClient(transport=transport, timeout=self.timeout(), follow_redirects=False)
+        return httpx.AsyncClient(
+            transport=transport, timeout=self.timeout(), follow_redirects=False, cookies=_NoCookies()
+        )
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """Model APIs need no cookies: skip the cookie jar's work on every response."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+    def add_cookie_header(self, request: Any) -> None:
+        return None
 
 
 class NodeHttp:
@@ -95,6 +108,11 @@ class NodeHttp:
     def started(self) -> bool:
         """Whether the client was created already."""
         return self._client is not None
+
+    @property
+    def transport(self) -> Any:
+        """The shared client's transport."""
+        return self.client._transport
 
     @property
     def client(self) -> httpx.AsyncClient:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -230,6 +231,7 @@ class HttpModel(abc.ABC):
         self._headers = httpx.Headers(request_headers)
         self._timeout = timeout
         self._timeouts: dict[str, float | None] | None = None
+        self._stall = math.inf
 
     # ------------------------------------------------------------------ protocol
 
@@ -300,7 +302,10 @@ class HttpModel(abc.ABC):
         timeouts = self._timeouts
         if timeouts is None:
             timeout = httpx.Timeout(self._timeout, pool=None) if self._timeout is not None else self.client.timeout
-            timeouts = self._timeouts = timeout.as_dict()
+            # Reads are timed here, by one cancel scope per attempt whose deadline
+            # moves with every chunk, rather than by a timer per socket read.
+            self._stall = timeout.read if timeout.read is not None else math.inf
+            timeouts = self._timeouts = {"connect": timeout.connect, "read": None, "write": None, "pool": None}
         return timeouts
 
     async def _attempt(self, body: bytes, estimate: int, emit: _Guard) -> AssistantMessage:
@@ -311,25 +316,41 @@ class HttpModel(abc.ABC):
             request = httpx.Request(
                 "POST", self._url, headers=self._headers, content=body, extensions={"timeout": self._request_timeouts()}
             )
-            try:
-                response = await self.client.send(request, stream=True)
-            except httpx.TimeoutException as exc:
-                raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
-            except httpx.HTTPError as exc:
-                raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
-            try:
-                if response.status_code >= 400:
-                    raise await self._status_error(response)
-                if self.stream and response.headers.get("content-type", "").startswith("text/event-stream"):
-                    message = await self._read_stream(response, emit)
-                else:
-                    message = await self._read_body(response, emit)
-            finally:
-                await response.aclose()
+            with trio.CancelScope(deadline=trio.current_time() + self._stall) as scope:
+                message = await self._exchange(request, emit, scope)
+            if scope.cancelled_caught:
+                raise (StreamError if emit.emitted else ProviderUnavailable)(
+                    self.provider, f"no data from the server for {self._stall:g}s"
+                )
         finally:
             limits.release(borrower)
         limits.charge(message.usage.input_tokens + message.usage.output_tokens, estimate)
         return message
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        if self._http_client is not None:
+            return await self._http_client.send(request, stream=True)
+        # The node's own client adds nothing a model API needs (cookies, auth
+        # flows, redirects, hooks) but ~50 us a request: go to its transport.
+        response = await self._services.transport.handle_async_request(request)
+        response.request = request
+        return response
+
+    async def _exchange(self, request: httpx.Request, emit: _Guard, scope: trio.CancelScope) -> AssistantMessage:
+        try:
+            response = await self._send(request)
+        except httpx.TimeoutException as exc:
+            raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
+        try:
+            if response.status_code >= 400:
+                raise await self._status_error(response)
+            if self.stream and response.headers.get("content-type", "").startswith("text/event-stream"):
+                return await self._read_stream(response, emit, scope)
+            return await self._read_body(response, emit)
+        finally:
+            await response.aclose()
 
     async def _read_body(self, response: httpx.Response, emit: _Guard) -> AssistantMessage:
         try:
@@ -352,11 +373,16 @@ class HttpModel(abc.ABC):
                     await emit(TextDelta(block.text))
         return message
 
-    async def _read_stream(self, response: httpx.Response, emit: _Guard) -> AssistantMessage:
+    async def _read_stream(self, response: httpx.Response, emit: _Guard, scope: trio.CancelScope) -> AssistantMessage:
         decoder = SSEDecoder()
         assembler = self.stream_assembler()
+        stall = self._stall
+        # Without a content encoding the body needs no decoding: read the
+        # stream itself rather than through two layers of async generators.
+        chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.stream
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in chunks:  # type: ignore[union-attr]
+                scope.deadline = trio.current_time() + stall
                 for event in decoder.feed(chunk):
                     await assembler.feed(event, emit)
         except httpx.TimeoutException as exc:

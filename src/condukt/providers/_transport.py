@@ -1,13 +1,14 @@
-"""An ``httpx`` transport on trio sockets and ``h11``, with an O(1) connection pool.
+"""An ``httpx`` transport on trio sockets, with an O(1) connection pool.
 
 httpx's default transport (httpcore over anyio) costs about 0.5 ms of CPU per
 request on trio and grows with the number of pooled connections (about 2.5 ms
 per request with 1,000 connections), which is more than the whole budget of an
-agent turn. This transport keeps httpx's client API and h11's HTTP/1.1 parser
-(the one httpcore uses) and replaces only the I/O and the pool: idle
-connections wait in a per-origin stack, a request writes its head and body in
-one ``send_all``, and a response that is not read to the end closes its
-connection at once, so a cancelled request never leaks one.
+agent turn. This transport keeps httpx's client API and replaces the I/O,
+the pool and the HTTP/1.1 codec (:mod:`._http11`): idle connections wait in
+a per-origin stack, a request writes its head and body in one ``send_all``,
+a chunked body hands over every complete chunk received so far at once, and
+a response that is not read to the end closes its connection at once, so a
+cancelled request never leaks one.
 
 It speaks HTTP/1.1 over TCP or TLS, honours httpx's per-request timeouts
 (``connect``, ``read``, ``write``, ``pool``), and maps failures to httpx's
@@ -22,9 +23,10 @@ import ssl
 from collections import deque
 from typing import Any
 
-import h11
 import httpx
 import trio
+
+from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_request
 
 __all__ = ["TrioTransport"]
 
@@ -33,14 +35,14 @@ _RECEIVE_SIZE = 65536
 
 
 class _Connection:
-    """One HTTP/1.1 connection: a trio stream and its h11 state machine."""
+    """One HTTP/1.1 connection: a trio stream and its response reader."""
 
-    __slots__ = ("h11", "idle_since", "origin", "stream")
+    __slots__ = ("idle_since", "origin", "reader", "stream")
 
     def __init__(self, origin: _Origin, stream: trio.abc.Stream) -> None:
         self.origin = origin
         self.stream = stream
-        self.h11 = h11.Connection(h11.CLIENT)
+        self.reader = ResponseReader()
         self.idle_since = 0.0
 
     def looks_closed(self) -> bool:
@@ -54,22 +56,19 @@ class _Connection:
         poller.register(sock.fileno(), select.POLLIN)
         return bool(poller.poll(0))
 
-    async def receive_event(self, timeout: float | None) -> Any:
-        """The next h11 event from the server, reading from the socket as needed."""
-        conn = self.h11
-        while True:
-            event = conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            if timeout is None:
+    async def receive(self, timeout: float | None) -> None:
+        """Read more bytes into the reader (EOF is passed on as :meth:`ResponseReader.eof`)."""
+        if timeout is None:
+            data = await self.stream.receive_some(_RECEIVE_SIZE)
+        else:
+            with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
                 data = await self.stream.receive_some(_RECEIVE_SIZE)
-            else:
-                with trio.CancelScope(deadline=trio.current_time() + timeout):
-                    data = await self.stream.receive_some(_RECEIVE_SIZE)
-                    conn.receive_data(data)
-                    continue
+            if scope.cancelled_caught:
                 raise httpx.ReadTimeout("timed out waiting for the server")
-            conn.receive_data(data)
+        if data:
+            self.reader.feed(data)
+        else:
+            self.reader.eof()
 
     def close(self) -> None:
         """Close the socket at once (no TLS close_notify: the connection is being dropped)."""
@@ -107,17 +106,17 @@ class _ResponseStream(httpx.AsyncByteStream):
 
     async def __anext__(self) -> bytes:
         conn = self._conn
+        reader = conn.reader
         try:
             while not self._done:
-                event = await conn.receive_event(self._read_timeout)
-                kind = type(event)
-                if kind is h11.Data:
-                    return bytes(event.data)
-                if kind is h11.EndOfMessage:
+                data = reader.body()
+                if reader.done:
                     self._done = True
                     self._transport._release(conn)
-                elif kind is h11.ConnectionClosed:
-                    raise httpx.RemoteProtocolError("server closed the connection mid-response")
+                if data:
+                    return data
+                if not self._done:
+                    await conn.receive(self._read_timeout)
         except BaseException as exc:
             if not self._done:
                 self._done = True
@@ -136,10 +135,8 @@ class _ResponseStream(httpx.AsyncByteStream):
 
 
 def _translate(exc: BaseException) -> httpx.HTTPError:
-    if isinstance(exc, h11.RemoteProtocolError):
+    if isinstance(exc, ProtocolError):
         return httpx.RemoteProtocolError(str(exc) or "malformed response from the server")
-    if isinstance(exc, h11.LocalProtocolError):
-        return httpx.LocalProtocolError(str(exc))
     if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError)):
         return httpx.ReadError(str(exc) or type(exc).__name__)
     return httpx.ReadError(f"{type(exc).__name__}: {exc}")
@@ -153,10 +150,6 @@ async def _wait_for_slot(slots: trio.Semaphore, timeout: float | None) -> None:
         await slots.acquire()
         return
     raise httpx.PoolTimeout("no connection became free in time")
-
-
-def _deadline(timeout: float | None) -> float:
-    return float("inf") if timeout is None else trio.current_time() + timeout
 
 
 def _timeouts(request: httpx.Request) -> dict[str, float | None]:
@@ -237,7 +230,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 conn = await self._connect(origin, timeouts.get("connect"))
             self._active.add(conn)
             await self._send(conn, request, timeouts.get("write"))
-            response = await self._receive_head(conn, timeouts.get("read"))
+            head = await self._receive_head(conn, timeouts.get("read"), request.method == "HEAD")
         except BaseException as exc:
             if conn is not None:
                 self._discard(conn)
@@ -249,10 +242,10 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 raise _translate(exc) from exc
             raise
         return httpx.Response(
-            response.status_code,
-            headers=response.headers,
+            head.status_code,
+            headers=head.headers,
             stream=_ResponseStream(self, conn, timeouts.get("read")),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": bytes(response.reason)},
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
         )
 
     def _reuse(self, origin: _Origin) -> _Connection | None:
@@ -289,57 +282,60 @@ class TrioTransport(httpx.AsyncBaseTransport):
 
     async def _send(self, conn: _Connection, request: httpx.Request, timeout: float | None) -> None:
         """Write the request: head and an in-memory body in a single ``send_all``."""
-        h = conn.h11
         stream = request.stream
-        data = h.send(h11.Request(method=request.method, target=request.url.raw_path, headers=request.headers.raw))
-        assert data is not None
+        url = request.url
+        target = url.raw_path
+        body = request.content if isinstance(stream, httpx.ByteStream) else None
+        headers = request.headers.raw
+        if body is None and "content-length" not in request.headers:
+            headers = [*headers, (b"Transfer-Encoding", b"chunked")]
         try:
-            with trio.CancelScope(deadline=_deadline(timeout)) as scope:
-                if isinstance(stream, httpx.ByteStream):
-                    body = request.content
-                    if body:
-                        data += h.send(h11.Data(data=body)) or b""
-                    await conn.stream.send_all(data + (h.send(h11.EndOfMessage()) or b""))
-                    return
-                await conn.stream.send_all(data)
-                async for chunk in stream:  # type: ignore[union-attr]
-                    if chunk:
-                        await conn.stream.send_all(h.send(h11.Data(data=chunk)) or b"")
-                await conn.stream.send_all(h.send(h11.EndOfMessage()) or b"")
+            data = encode_request(request.method.encode("ascii"), target, headers, body)
+        except ProtocolError as exc:
+            raise httpx.LocalProtocolError(str(exc)) from None
+        try:
+            if timeout is None:
+                await self._write(conn, request, data, body)
+                return
+            with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
+                await self._write(conn, request, data, body)
                 return
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
             raise httpx.WriteError(str(exc) or type(exc).__name__) from None
         assert scope.cancelled_caught
         raise httpx.WriteTimeout("timed out sending the request")
 
-    async def _receive_head(self, conn: _Connection, timeout: float | None) -> h11.Response:
+    async def _write(self, conn: _Connection, request: httpx.Request, data: bytes, body: bytes | None) -> None:
+        await conn.stream.send_all(data)
+        if body is None:
+            chunked = "content-length" not in request.headers
+            async for chunk in request.stream:  # type: ignore[union-attr]
+                if chunk:
+                    if chunked:
+                        chunk = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+                    await conn.stream.send_all(chunk)
+            if chunked:
+                await conn.stream.send_all(b"0\r\n\r\n")
+
+    async def _receive_head(self, conn: _Connection, timeout: float | None, head_request: bool) -> ResponseHead:
+        reader = conn.reader
         while True:
             try:
-                event = await conn.receive_event(timeout)
-            except h11.RemoteProtocolError as exc:
+                head = reader.head(head_request)
+                if head is not None:
+                    return head
+                await conn.receive(timeout)
+            except ProtocolError as exc:
                 raise httpx.RemoteProtocolError(str(exc) or "malformed response from the server") from None
             except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
                 raise httpx.ReadError(str(exc) or type(exc).__name__) from None
-            kind = type(event)
-            if kind is h11.Response:
-                return event  # type: ignore[no-any-return]
-            if kind is h11.ConnectionClosed:
-                raise httpx.RemoteProtocolError("server disconnected without sending a response")
-            # InformationalResponse (100 Continue and the like): keep reading.
 
     def _release(self, conn: _Connection) -> None:
         """A response was read to its end: keep the connection if it can be reused."""
         self._active.discard(conn)
         if self._slots is not None:
             self._slots.release()
-        h = conn.h11
-        if (
-            not self._closed
-            and h.our_state is h11.DONE
-            and h.their_state is h11.DONE
-            and self._idle_count < self._max_idle
-        ):
-            h.start_next_cycle()
+        if not self._closed and conn.reader.next_response() and self._idle_count < self._max_idle:
             conn.idle_since = trio.current_time()
             self._idle.setdefault(conn.origin, deque()).append(conn)
             self._idle_count += 1

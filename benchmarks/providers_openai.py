@@ -1,0 +1,128 @@
+"""N concurrent agents against a local OpenAI-format server: client CPU per run and makespan.
+
+Workload (issue 6): each run is 2 model turns and 1 tool call, against the
+test suite's protocol server (tests/providers/server.py) running in its own
+process with 50 ms added to every request, so the ideal makespan is
+2 x 50 ms = 100 ms. Measured for N = 100 and N = 1,000 agents, with and
+without streaming. Agents are spawned before the clock starts; a warm-up
+round opens the connections. Client CPU per run = this process's CPU time
+during the runs / runs. For reference, two leading Python agent frameworks
+spend 11-19 ms of client CPU per run on the same workload.
+
+    python benchmarks/providers_openai.py [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+import condukt
+
+LATENCY = 0.05
+IDEAL = 2 * LATENCY
+SERVER = Path(__file__).resolve().parent.parent / "tests" / "providers" / "server.py"
+ROUNDS = 3
+
+
+class Noop(condukt.Tool):
+    """The tool every run calls once."""
+
+    name = "noop"
+    description = "Does nothing"
+    parameters = {"type": "object", "properties": {}}
+
+    async def call(self, args: dict, context: condukt.ToolContext) -> str:
+        return "ok"
+
+
+def start_server() -> tuple[subprocess.Popen[str], int]:
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "--latency", str(LATENCY)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    return process, int(process.stdout.readline())
+
+
+async def one_round(node: condukt.Node, url: str, n: int, stream: bool) -> tuple[float, float]:
+    """Spawn n agents, then time their runs: (CPU seconds, makespan seconds)."""
+    agents = [
+        await node.spawn(
+            condukt.Agent,
+            model="openai:bench",
+            api_key="k",
+            base_url=url,
+            tools=[Noop],
+            model_options={"stream": stream, "max_concurrency": None},
+        )
+        for _ in range(n)
+    ]
+    gc.collect()
+    results: list[str] = []
+
+    async def run(agent: condukt.AgentHandle) -> None:
+        results.append(await agent.run("go", timeout=60))
+
+    cpu = time.process_time()
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for agent in agents:
+            nursery.start_soon(run, agent)
+    makespan = time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    assert results == ["done"] * n, results[:3]
+    for agent in agents:
+        await agent.stop()
+    return cpu, makespan
+
+
+async def main(profile: bool) -> None:
+    process, port = start_server()
+    url = f"http://127.0.0.1:{port}/v1"
+    rows: list[str] = []
+    try:
+        async with condukt.open_node() as node:
+            await one_round(node, url, 1000, False)  # warm-up: connections, imports, caches
+            for stream in (False, True):
+                for n in (100, 1000):
+                    best_cpu, best_makespan = float("inf"), float("inf")
+                    for _ in range(ROUNDS):
+                        profiler = cProfile.Profile() if profile and n == 1000 else None
+                        if profiler:
+                            profiler.enable()
+                        cpu, makespan = await one_round(node, url, n, stream)
+                        if profiler:
+                            profiler.disable()
+                            pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+                        best_cpu = min(best_cpu, cpu)
+                        best_makespan = min(best_makespan, makespan)
+                    kind = "streaming" if stream else "non-streaming"
+                    rows.append(
+                        f"{kind:>13} N={n:<5} client CPU/run {best_cpu / n * 1000:6.3f} ms   "
+                        f"makespan {best_makespan:6.3f} s = {best_makespan / IDEAL:5.2f}x ideal (100 ms)"
+                    )
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=10)
+    print(f"openai-format server in its own process, {LATENCY * 1000:.0f} ms per request; each run = 2 turns + 1 tool call")
+    print("peers' reference on this workload: 11-19 ms client CPU/run; N=100 in 1.1-1.6 s, N=1000 in 16-23 s")
+    for row in rows:
+        print(row)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of the N=1000 rounds")
+    trio.run(main, parser.parse_args().profile)
