@@ -338,7 +338,9 @@ class ProtocolServer:
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
         self.peak_in_flight = 0
+        #: Connections accepted so far, and those still open.
         self.connections = 0
+        self.open_connections = 0
         #: Set when a hanging response sees its client close the connection.
         self.client_closed = trio.Event()
         #: Releases ``Fault(kind="gate")`` responses.
@@ -364,6 +366,7 @@ class ProtocolServer:
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         self.connections += 1
+        self.open_connections += 1
         conn = h11.Connection(h11.SERVER)
         try:
             while True:
@@ -378,6 +381,7 @@ class ProtocolServer:
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             pass
         finally:
+            self.open_connections -= 1
             await trio.aclose_forcefully(stream)
 
     async def _next(self, conn: h11.Connection, stream: trio.SocketStream) -> Any:

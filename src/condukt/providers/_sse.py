@@ -30,10 +30,11 @@ class ServerSentEvent:
 class SSEDecoder:
     """Feed body chunks with :meth:`feed`; get back the events they complete."""
 
-    __slots__ = ("_data", "_event", "_id", "_pending", "_retry")
+    __slots__ = ("_after_cr", "_data", "_event", "_id", "_pending", "_retry")
 
     def __init__(self) -> None:
         self._pending = b""
+        self._after_cr = False
         self._event = ""
         self._data: list[bytes] = []
         self._id: str | None = None
@@ -46,17 +47,23 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """The events completed by ``chunk`` (which may end mid-line)."""
+        if self._after_cr:
+            # The previous chunk ended in CR: a LF starting this one belongs to it.
+            self._after_cr = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
         buffer = self._pending + chunk if self._pending else chunk
         lines = buffer.splitlines(keepends=True)
         if not lines:
             return []
         last = lines[-1]
-        # An unterminated last line, or a lone CR that a LF may still complete,
-        # waits for the next chunk.
-        if last[-1:] == b"\r" or last[-1:] != b"\n" and last[-1:] != b"\r":
-            self._pending = lines.pop()
-        else:
+        if last[-1:] == b"\n":
             self._pending = b""
+        elif last[-1:] == b"\r":
+            self._pending = b""
+            self._after_cr = True
+        else:
+            self._pending = lines.pop()  # an unterminated line waits for the rest
         events: list[ServerSentEvent] = []
         for raw in lines:
             line = raw.rstrip(b"\r\n")

@@ -1,0 +1,65 @@
+"""Shared pieces of the provider tests: agents pointed at the local server, a tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import condukt
+from condukt.events import Event
+
+from .server import ProtocolServer
+
+PROTOCOLS = ("anthropic", "openai")
+API_KEY = "test-key-0123456789"
+
+
+def base_url(server: ProtocolServer, protocol: str) -> str:
+    """Anthropic's base URL is the host; OpenAI-compatible ones include ``/v1``."""
+    return server.url if protocol == "anthropic" else server.url + "/v1"
+
+
+async def spawn(
+    node: condukt.Node,
+    server: ProtocolServer,
+    protocol: str,
+    *,
+    stream: bool = True,
+    tools: Any = (),
+    model_options: dict[str, Any] | None = None,
+    **options: Any,
+) -> condukt.AgentHandle:
+    """A plain :class:`condukt.Agent` talking ``protocol`` to the local server."""
+    agent: condukt.AgentHandle = await node.spawn(
+        condukt.Agent,
+        model=f"{protocol}:test-model",
+        api_key=API_KEY,
+        base_url=base_url(server, protocol),
+        tools=list(tools),
+        model_options={"stream": stream, **(model_options or {})},
+        **options,
+    )
+    return agent
+
+
+async def collect(agent: condukt.AgentHandle, prompt: str, **options: Any) -> tuple[list[Event], condukt.EventStream]:
+    """Every event of a streamed run, and the stream (for ``result`` / ``error``)."""
+    events: list[Event] = []
+    async with agent.stream(prompt, **options) as stream:
+        async for event in stream:
+            events.append(event)
+    return events, stream
+
+
+class Weather(condukt.Tool):
+    """Answers with a fixed temperature."""
+
+    name = "get_weather"
+    description = "Gets the current weather for a location"
+    parameters = {
+        "type": "object",
+        "properties": {"location": {"type": "string"}},
+        "required": ["location"],
+    }
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> str:
+        return f"Temperature: 70F in {args['location']}"

@@ -1,0 +1,135 @@
+"""The trio transport and the node's shared client: pooling, TLS, cancellation, closing with the node."""
+
+from __future__ import annotations
+
+import ssl
+
+import httpx
+import pytest
+import trio
+import trustme
+
+import condukt
+from condukt.providers import HttpSettings, TrioTransport, configure_http, resolve_model
+
+from .helpers import spawn
+from .server import Fault, ProtocolServer, reply
+
+
+async def test_connections_are_reused_and_closed_with_the_node(server: ProtocolServer) -> None:
+    async with condukt.open_node() as node:
+        agent = await spawn(node, server, "anthropic")
+        for text in ("one", "two", "three"):
+            server.add(reply(text))
+            assert await agent.run("hi") == text
+        assert server.connections == 1 and server.open_connections == 1
+    with trio.fail_after(5):
+        while server.open_connections:
+            await trio.sleep(0.01)
+
+
+async def test_a_model_outside_a_node_owns_its_client(server: ProtocolServer) -> None:
+    model = resolve_model("openai:m", api_key="k", base_url=server.url + "/v1")
+    server.add(reply("alone"))
+
+    async def emit(event: object) -> None:
+        pass
+
+    from condukt.messages import UserMessage
+    from condukt.providers import ModelRequest
+
+    message = await model.complete(ModelRequest(None, (UserMessage.from_text("hi"),)), emit)
+    assert message.text == "alone"
+    await model.aclose()
+    with trio.fail_after(5):
+        while server.open_connections:
+            await trio.sleep(0.01)
+
+
+async def test_the_pool_bounds_requests_in_flight(server: ProtocolServer) -> None:
+    server.latency = 0.05
+    transport = TrioTransport(max_connections=3)
+    async with httpx.AsyncClient(transport=transport) as client:
+        async def one() -> None:
+            response = await client.post(server.url + "/v1/chat/completions", json={"model": "m", "messages": []})
+            assert response.status_code == 200
+        async with trio.open_nursery() as nursery:
+            for _ in range(12):
+                nursery.start_soon(one)
+    assert server.peak_in_flight == 3
+    assert server.connections == 3
+    assert transport.active_connections == 0
+
+
+async def test_configure_http_before_first_use(server: ProtocolServer) -> None:
+    async with condukt.open_node() as node:
+        settings = configure_http(node, max_connections=2, read_timeout=30)
+        assert settings.max_connections == 2 and settings.read_timeout == 30
+        agent = await spawn(node, server, "openai")
+        server.add(reply("ok"))
+        await agent.run("hi")
+        with pytest.raises(RuntimeError):
+            configure_http(node, max_connections=5)
+    assert HttpSettings().timeout().pool is None
+
+
+async def test_a_cancelled_response_closes_its_connection(server: ProtocolServer) -> None:
+    server.add(Fault(reply("x" * 50, chunk=5), after=4, kind="hang"))
+    transport = TrioTransport()
+    async with httpx.AsyncClient(transport=transport) as client:
+        with trio.move_on_after(0.3):
+            async with client.stream("POST", server.url + "/v1/messages", json={"stream": True}) as response:
+                async for _ in response.aiter_bytes():
+                    pass
+        with trio.fail_after(5):
+            await server.client_closed.wait()
+        assert transport.active_connections == 0 and transport.idle_connections == 0
+        # The next request opens a fresh connection and works.
+        server.add(reply("fresh"))
+        response = await client.post(server.url + "/v1/messages", json={})
+        assert response.json()["content"][0]["text"] == "fresh"
+
+
+async def test_a_connection_the_server_closed_is_not_reused(server: ProtocolServer) -> None:
+    transport = TrioTransport()
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.post(server.url + "/v1/messages", json={})
+        [conn] = [c for idle in transport._idle.values() for c in idle]
+        # Half-close our side: the server sees EOF and closes the connection.
+        conn.stream.socket.shutdown(1)
+        with trio.fail_after(5):
+            while not conn.looks_closed():
+                await trio.sleep(0.01)
+        response = await client.post(server.url + "/v1/messages", json={})
+        assert response.status_code == 200
+    assert server.connections == 2
+
+
+async def test_tls(nursery: trio.Nursery) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+
+    server = ProtocolServer()
+    listeners = await nursery.start(trio.serve_ssl_over_tcp, server._connection, 0, server_context)
+    port = listeners[0].transport_listener.socket.getsockname()[1]
+    server.add(reply("secure"), reply("again"))
+    async with condukt.open_node() as node:
+        configure_http(node, verify=client_context)
+        agent = await node.spawn(condukt.Agent, model="anthropic:m", api_key="k", base_url=f"https://127.0.0.1:{port}")
+        assert await agent.run("hi") == "secure"
+        assert await agent.run("hi") == "again"
+    assert server.connections == 1
+    assert server.requests[0].headers["x-api-key"] == "k"
+
+
+async def test_unsupported_schemes_and_closed_transports() -> None:
+    transport = TrioTransport()
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(httpx.UnsupportedProtocol):
+            await client.get("ftp://example.com/")
+    with pytest.raises(httpx.LocalProtocolError):
+        await transport.handle_async_request(httpx.Request("GET", "http://127.0.0.1:1/"))
