@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, ClassVar
 
 import trio
 
@@ -38,7 +39,7 @@ class Noop(condukt.Tool):
 
     name = "noop"
     description = "Does nothing"
-    parameters = {"type": "object", "properties": {}}
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
 
     async def call(self, args: dict, context: condukt.ToolContext) -> str:
         return "ok"

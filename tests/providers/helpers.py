@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import condukt
 from condukt.events import Event
@@ -55,7 +55,7 @@ class Weather(condukt.Tool):
 
     name = "get_weather"
     description = "Gets the current weather for a location"
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"location": {"type": "string"}},
         "required": ["location"],

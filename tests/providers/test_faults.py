@@ -236,12 +236,11 @@ async def test_a_429_slows_every_agent_of_the_node(node: condukt.Node, server: P
     first = await spawn(node, server, "anthropic")
     second = await spawn(node, server, "anthropic")
     limits = provider_limits(node, "anthropic", server.url)
-    async with trio.open_nursery() as nursery:
-        async with first.stream("hi") as events:
-            async for event in events:
-                if isinstance(event, Retry):
-                    # The other agent asks only now, after the 429: it waits too.
-                    nursery.start_soon(second.run, "hi")
+    async with trio.open_nursery() as nursery, first.stream("hi") as events:
+        async for event in events:
+            if isinstance(event, Retry):
+                # The other agent asks only now, after the 429: it waits too.
+                nursery.start_soon(second.run, "hi")
     rejected, *later = server.requests
     assert len(later) == 2
     assert all(request.time - rejected.time >= 0.95 for request in later)
@@ -304,6 +303,6 @@ async def test_rate_limited_is_a_provider_error_with_the_wait(node: condukt.Node
 async def test_errors_are_reported_as_events(node: condukt.Node, server: ProtocolServer) -> None:
     server.add(Status(400, "bad tool schema"))
     agent = await spawn(node, server, "openai")
-    events, stream = await collect(agent, "hi")
+    events, _ = await collect(agent, "hi")
     [error] = [e for e in events if isinstance(e, Error)]
     assert error.error_type == "InvalidRequest" and "bad tool schema" in error.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import itertools
 import time
 from typing import Any
 
@@ -14,7 +15,14 @@ import trio.testing
 import condukt
 from condukt.events import Event, Retry
 from condukt.messages import UserMessage
-from condukt.providers import ModelRequest, ProviderLimits, ProviderUnavailable, RateLimited, RetryPolicy, resolve_model
+from condukt.providers import (
+    ModelRequest,
+    ProviderLimits,
+    ProviderUnavailable,
+    RateLimited,
+    RetryPolicy,
+    resolve_model,
+)
 from condukt.providers._retry import parse_retry_after, retry_policy
 
 
@@ -98,7 +106,7 @@ async def test_backoff_in_virtual_time(autojump_clock: trio.testing.MockClock) -
     with pytest.raises(ProviderUnavailable) as info:
         await _model(handler).complete(REQUEST, emit)
     assert len(times) == 3 and info.value.attempts == 3
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert 0.15 <= gaps[0] <= 0.3 and 0.3 <= gaps[1] <= 0.6
     assert "upstream down" in str(info.value)
 

@@ -22,7 +22,7 @@ def sample(name: str) -> Raw:
 async def test_anthropic_stream_with_thinking_and_a_tool_call(node: condukt.Node, server: ProtocolServer) -> None:
     server.add(sample("anthropic_stream_thinking_tool_use.sse"))
     agent = await spawn(node, server, "anthropic", max_turns=1)
-    events, stream = await collect(agent, "Weather in San Francisco?")
+    events, _ = await collect(agent, "Weather in San Francisco?")
     assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == (
         "The user wants the weather in San Francisco; I should call the tool."
     )
@@ -74,5 +74,5 @@ async def test_a_json_answer_to_a_streaming_request_still_streams(node: condukt.
     # Some compatible servers ignore "stream": the answer arrives whole, as one delta.
     server.add(sample("openai_chat_completion.json"))
     agent = await spawn(node, server, "openai", stream=True)
-    events, stream = await collect(agent, "hi")
+    events, _ = await collect(agent, "hi")
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hello! How can I assist you today?"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import trio
 
 import condukt
@@ -16,7 +18,7 @@ class Noop(condukt.Tool):
 
     name = "noop"
     description = "Does nothing"
-    parameters = {"type": "object", "properties": {}}
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
 
     async def call(self, args: dict, context: condukt.ToolContext) -> str:
         return "ok"

@@ -110,9 +110,10 @@ class NodeHttp:
         return self._client is not None
 
     @property
-    def transport(self) -> Any:
-        """The shared client's transport."""
-        return self.client._transport
+    def transport(self) -> httpx.AsyncBaseTransport:
+        """The shared client's transport (its connection pool)."""
+        transport: httpx.AsyncBaseTransport = self.client._transport
+        return transport
 
     @property
     def client(self) -> httpx.AsyncClient:

@@ -329,7 +329,8 @@ class HttpModel(abc.ABC):
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
         if self._http_client is not None:
-            return await self._http_client.send(request, stream=True)
+            sent: httpx.Response = await self._http_client.send(request, stream=True)
+            return sent
         # The node's own client adds nothing a model API needs (cookies, auth
         # flows, redirects, hooks) but ~50 us a request: go to its transport.
         response = await self._services.transport.handle_async_request(request)

@@ -98,7 +98,7 @@ class ProviderLimits:
                 isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1
             ):
                 raise ValueError(f"max_concurrency must be a positive int or None, got {max_concurrency!r}")
-            self._max_concurrency = max_concurrency  # type: ignore[assignment]
+            self._max_concurrency = max_concurrency
             self._slots.total_tokens = math.inf if max_concurrency is None else max_concurrency
         now = trio.current_time() if _in_trio() else 0.0
         if requests_per_minute is not _UNSET:
@@ -152,8 +152,7 @@ class ProviderLimits:
             slots.release_on_behalf_of(borrower)
             raise
         in_flight = slots.borrowed_tokens
-        if in_flight > self.peak_in_flight:
-            self.peak_in_flight = in_flight
+        self.peak_in_flight = max(self.peak_in_flight, in_flight)
 
     def release(self, borrower: object) -> None:
         """Give back the slot :meth:`acquire` took for ``borrower``."""

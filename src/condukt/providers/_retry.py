@@ -42,7 +42,8 @@ class RetryPolicy:
         if retry_after is not None:
             return retry_after if retry_after <= self.max_retry_after else None
         delay = min(self.cap, self.base * 2 ** (attempt - 1))
-        return delay * (1.0 - self.jitter * random.random())
+        jittered: float = delay * (1.0 - self.jitter * random.random())
+        return jittered
 
 
 #: The policy of ``retry=False``: one attempt.

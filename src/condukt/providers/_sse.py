@@ -89,10 +89,8 @@ class SSEDecoder:
                 self._data.append(value)
             elif field == b"event":
                 self._event = value.decode("utf-8", "replace")
-            elif field == b"id":
-                if b"\0" not in value:
-                    self._id = value.decode("utf-8", "replace")
-            elif field == b"retry":
-                if value.isdigit():
-                    self._retry = int(value)
+            elif field == b"id" and b"\0" not in value:
+                self._id = value.decode("utf-8", "replace")
+            elif field == b"retry" and value.isdigit():
+                self._retry = int(value)
         return events

@@ -66,7 +66,7 @@ class _Connection:
             if scope.cancelled_caught:
                 raise httpx.ReadTimeout("timed out waiting for the server")
         if data:
-            self.reader.feed(data)
+            self.reader.feed(bytes(data))
         else:
             self.reader.eof()
 

@@ -44,7 +44,7 @@ class WireCache(Generic[T]):
     forgetting messages that are gone (a cleared or compacted history).
     """
 
-    __slots__ = ("_entries", "_encode")
+    __slots__ = ("_encode", "_entries")
 
     def __init__(self, encode: Callable[[Any], T]) -> None:
         self._encode = encode

@@ -34,7 +34,7 @@ from ._registry import register_provider
 from ._sse import ServerSentEvent
 from ._wire import WireCache, dumps, loads
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicModel", "DEFAULT_MAX_TOKENS", "THINKING_BUDGETS", "anthropic_model"]
+__all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "THINKING_BUDGETS", "AnthropicModel", "anthropic_model"]
 
 #: The ``anthropic-version`` header sent with every request.
 ANTHROPIC_VERSION = "2023-06-01"

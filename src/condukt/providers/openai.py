@@ -42,7 +42,7 @@ from ._registry import register_provider
 from ._sse import ServerSentEvent
 from ._wire import WireCache, dumps, loads
 
-__all__ = ["OpenAIModel", "OpenAIPreset", "PRESETS", "openai_factory"]
+__all__ = ["PRESETS", "OpenAIModel", "OpenAIPreset", "openai_factory"]
 
 #: finish_reason -> the stop reasons condukt uses (Anthropic's vocabulary).
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
@@ -113,11 +113,11 @@ def _encode_message(message: Any) -> _Encoded:
         wire = dumps({"role": "tool", "tool_call_id": message.tool_call_id, "content": text})
         if not images:
             return wire, b""
-        parts: list[dict[str, Any]] = [
+        image_parts: list[dict[str, Any]] = [
             {"type": "text", "text": f"Image returned by tool call {message.tool_call_id} ({message.name}):"}
         ]
-        parts.extend(_data_url(block) for block in images)
-        return wire, dumps(parts)[1:-1]
+        image_parts.extend(_data_url(block) for block in images)
+        return wire, dumps(image_parts)[1:-1]
     text = message.text
     wire_message: dict[str, Any] = {"role": "assistant", "content": text or None}
     calls = message.tool_calls
