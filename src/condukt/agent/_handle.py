@@ -26,6 +26,10 @@ __all__ = ["AgentHandle", "EventStream", "STREAM_BUFFER"]
 #: holds the run back rather than letting memory grow.
 STREAM_BUFFER = 256
 
+#: Start options of a live agent that :meth:`AgentHandle.operation` does not
+#: pass on: they name this agent's conversation, which an operation must not touch.
+_NOT_FOR_OPERATIONS = frozenset({"id", "name", "session_store", "session_store_key"})
+
 
 def _load_images(images: Iterable[ImageBlock | str | os.PathLike[str]] | None) -> tuple[ImageBlock, ...]:
     blocks: list[ImageBlock] = []
@@ -188,12 +192,15 @@ class AgentHandle(Handle):
 
         It uses this agent's start options (model, keys, cwd...), overridden
         by ``options``, on a fresh transient agent: this agent's history is
-        neither used nor changed. Raises :class:`UnknownOperation`.
+        neither used nor changed. Its identity and session options (``id``,
+        ``session_store``, ``session_store_key``) are not passed on, so the
+        transient agent neither loads nor overwrites this agent's stored
+        conversation. Raises :class:`UnknownOperation`.
         """
         from ._operations import run_operation
 
         agent = self._agent()
-        merged = {k: v for k, v in agent.options.items() if k not in ("id", "name")}
+        merged = {k: v for k, v in agent.options.items() if k not in _NOT_FOR_OPERATIONS}
         merged.update(options)
         return await run_operation(type(agent), name, input, **merged)
 
@@ -235,7 +242,12 @@ class EventStream:
             raise StopAsyncIteration
         try:
             event = await self._receive.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
+        except trio.EndOfChannel:
+            # The run's channel closes before ``Done`` only when the run task
+            # died with its process; the exit reason is set once it has exited.
+            reason = await self._handle.wait()
+            raise CallError(reason, f"agent exited before the run finished: {reason!r}") from None
+        except trio.ClosedResourceError:
             reason = self._handle.exit_reason
             raise CallError(reason, f"agent exited before the run finished: {reason!r}") from None
         if type(event) is AgentEnd:

@@ -40,7 +40,10 @@ async def run(
     The agent starts under the current node (inside ``open_node``), or a
     temporary node otherwise, and is always stopped afterwards: when the run
     succeeds, raises, or the caller is cancelled. Project instructions are
-    not loaded unless ``load_project_instructions=True`` is passed.
+    not loaded unless ``load_project_instructions=True`` is passed, and the
+    conversation is not persisted (a class-level ``session_store`` is
+    ignored) unless ``session_store=`` is passed: a one-shot has no history
+    to resume, and a snapshot per call would only grow the store.
     """
     if isinstance(agent, str):
         if prompt is not None:
@@ -54,6 +57,7 @@ async def run(
             raise TypeError("condukt.run(MyAgent, prompt) needs a prompt")
         agent_class = agent
     options.setdefault("load_project_instructions", False)
+    options.setdefault("session_store", None)
     run_kwargs: dict[str, Any] = {
         "output": output,
         "input": input,

@@ -145,9 +145,11 @@ class Submission:
 def render_input(value: Any, schema: Any) -> str:
     """Validate ``value`` against ``schema`` and render it for the prompt.
 
-    Raises :class:`InvalidInput` (before any model request) when it does not fit.
+    ``value`` may be plain JSON data or an instance of an attrs class or a
+    dataclass (unstructured to its fields first). Raises
+    :class:`InvalidInput` (before any model request) when it does not fit.
     """
-    data = unstructure(value) if attrs.has(type(value)) else value
+    data = unstructure(value) if is_structured_type(type(value)) else value
     if schema is not None:
         parameters, _ = _schema_of(schema)
         validator = jsonschema.validators.validator_for(parameters)(parameters)

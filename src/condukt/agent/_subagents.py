@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 __all__ = ["Role", "Subagent", "SubagentSupervisor", "SubagentTool", "resolve_roles"]
 
 #: Start options a child inherits from its parent unless its role sets them.
-INHERITED = ("cwd", "api_key", "base_url", "model_options", "confine_to_cwd", "redactor")
+INHERITED = ("cwd", "confine_to_cwd", "redactor")
+#: Provider settings a child inherits only when it talks to its parent's
+#: provider: a key (or endpoint) for one provider must never reach another.
+PROVIDER_INHERITED = ("api_key", "base_url", "model_options")
+
+
+def _provider(model: Any) -> str:
+    """The provider prefix of a ``"provider:model"`` string or a :class:`Model`'s name."""
+    name = model if isinstance(model, str) else str(getattr(model, "name", ""))
+    return name.partition(":")[0]
 
 
 @attrs.frozen
@@ -166,9 +175,13 @@ class SubagentTool(Tool):
     async def _delegate(self, role: Role, task: str, context: ToolContext) -> Any:
         parent = self._parent
         supervisor = await parent._subagent_supervisor()
-        options = {key: parent.options[key] for key in INHERITED if key in parent.options}
+        own_model = role.options.get("model", role.agent.model)
+        inherited: tuple[str, ...] = INHERITED
+        if own_model is None or _provider(own_model) == _provider(parent.model_instance):
+            inherited += PROVIDER_INHERITED
+        options = {key: parent.options[key] for key in inherited if key in parent.options}
         options["cwd"] = str(parent.cwd)
-        if role.agent.model is None and "model" not in role.options:
+        if own_model is None:
             options["model"] = parent.model_instance
         options.setdefault("load_project_instructions", False)
         if parent._secrets:
