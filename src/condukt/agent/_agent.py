@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -232,7 +233,9 @@ class Agent(Server):
     async def _boot(self, **options: Any) -> None:
         self.options: dict[str, Any] = options
         self.session_id: str = str(options.get("id") or uuid7())
-        cwd = Path(options.get("cwd") or ".").expanduser().resolve()
+        # abspath, not resolve(): no symlink walk on every start (confinement
+        # compares real paths itself).
+        cwd = Path(os.path.abspath(os.path.expanduser(options.get("cwd") or ".")))
         if not cwd.is_dir():
             raise ValueError(f"cwd {cwd} is not a directory")
         self.cwd: Path = cwd
@@ -491,6 +494,13 @@ class Agent(Server):
                 await sink.send(event)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 state.sink = None  # the reader left; the run is being aborted
+        callback = state.request.on_event
+        if callback is not None:
+            try:
+                await callback(event)
+            except Exception as exc:
+                logger.error("on_event callback raised; dropping it", exc_info=exc)
+                state.request.on_event = None
         if self._event_hook:
             await self.handle_event(event)
 
@@ -659,7 +669,14 @@ class Agent(Server):
         results: list[Any] = [None] * len(calls)
         groups: dict[float | None, list[int]] = {}
         for index, call in enumerate(calls):
-            groups.setdefault(self._timeout_of(call), []).append(index)
+            if state.submission is not None and call.name == SUBMIT_RESULT:
+                # Submissions are judged in call order (the first valid one
+                # wins), not in whatever order concurrent tasks happen to start.
+                results[index] = await self._run_tool(call, state, emit)
+            else:
+                groups.setdefault(self._timeout_of(call), []).append(index)
+        if not groups:
+            return results
         if len(groups) == 1:
             ((timeout, indices),) = groups.items()
             await self._run_group(timeout, indices, calls, results, state, emit)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -101,6 +101,7 @@ class AgentHandle(Handle):
         output: Any = None,
         input: Any = None,
         input_schema: Any = None,
+        on_event: Callable[[Event], Awaitable[None]] | None = None,
     ) -> Any:
         """Run ``prompt`` to completion and return the final text (or structured result).
 
@@ -114,7 +115,10 @@ class AgentHandle(Handle):
         it, and ``run`` returns that result (a dict, or an instance of the
         class); see ``docs/structured-output.md``. ``input=`` is rendered into
         the prompt as JSON, validated first against ``input_schema`` if given
-        (:class:`InvalidInput`, before any model request).
+        (:class:`InvalidInput`, before any model request). ``on_event`` is
+        awaited with each event of the run, in order, from inside the agent
+        (a lighter alternative to :meth:`stream`; an exception in it is
+        logged and the callback dropped).
 
         Raises :class:`Busy` if a run is in progress, :class:`Aborted` if
         ``abort()`` stopped it, :class:`RunTimeout` after ``timeout`` seconds,
@@ -126,6 +130,7 @@ class AgentHandle(Handle):
         turns.
         """
         request = _request(prompt, timeout, max_turns, images, output, input, input_schema)
+        request.on_event = on_event
         try:
             return await self.call(request, timeout=None)
         except trio.Cancelled:

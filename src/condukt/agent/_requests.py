@@ -31,6 +31,7 @@ class RunRequest:
     max_turns: int | None = None
     sink: trio.MemorySendChannel[Any] | None = None
     output: Any = None
+    on_event: Any = None
 
 
 @attrs.frozen

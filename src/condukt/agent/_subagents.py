@@ -154,11 +154,26 @@ class SubagentTool(Tool):
         return self._parameters
 
     def validate(self, args: Any) -> str | None:
-        """Check the role first, so an unknown one is reported with the known ones."""
-        if isinstance(args, dict) and args.get("role") not in self._roles:
+        """Check ``role``, ``task`` and the presence of ``input`` directly.
+
+        Cheaper than jsonschema's ``oneOf`` and clearer: an unknown role is
+        reported with the known ones. The ``input`` itself is validated
+        against its role's schema when the call renders it.
+        """
+        if not isinstance(args, dict):
+            return super().validate(args)
+        role = self._roles.get(args.get("role"))  # type: ignore[arg-type]
+        if role is None:
             known = ", ".join(self._roles)
             return f"unknown sub-agent role {args.get('role')!r}; known roles: {known}"
-        return super().validate(args)
+        if not isinstance(args.get("task"), str):
+            return "task: a string is required"
+        unexpected = sorted(set(args) - {"role", "task", "input"})
+        if unexpected:
+            return f"unexpected argument(s): {', '.join(unexpected)}"
+        if role.input is not None and "input" not in args:
+            return f"input: role {role.name!r} requires an input"
+        return None
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
         """Start the child, run the task, forward its events, stop it."""
@@ -189,16 +204,25 @@ class SubagentTool(Tool):
         options.update(role.options)
         child = await supervisor.start_child(ChildSpec(None, role.agent, kwargs=options, restart="temporary"))
         child_id = child.session_id
+        parent_emit = context.emit
+
+        async def forward(event: Any) -> None:
+            # Runs in the child's run task: the event goes straight into the
+            # parent's stream, without a channel and a reader in between.
+            await parent_emit(SubagentEvent(role.name, child_id, event))
+
         try:
-            async with child.stream(task, output=role.output, timeout=parent.config_tool_timeout) as events:
-                async for event in events:
-                    if context.emit is not None:
-                        await context.emit(SubagentEvent(role.name, child_id, event))
-            if events.error is not None:
-                raise ToolError(f"sub-agent {role.name!r} failed: {events.error.message}")
-            return events.result
+            return await child.run(
+                task,
+                output=role.output,
+                timeout=parent.config_tool_timeout,
+                on_event=forward if parent_emit is not None else None,
+            )
         except CallError as exc:
-            raise ToolError(f"sub-agent {role.name!r} crashed: {exc.reason!r}") from None
+            reason = exc.reason if exc.reason is not None else await child.wait()
+            raise ToolError(f"sub-agent {role.name!r} crashed: {reason!r}") from None
+        except ConduktError as exc:  # the child's run failed: timeout, model error, invalid output...
+            raise ToolError(f"sub-agent {role.name!r} failed: {type(exc).__name__}: {exc}") from None
         finally:
             with trio.CancelScope(shield=True):
                 if child.alive:

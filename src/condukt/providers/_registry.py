@@ -15,6 +15,7 @@ __all__ = ["ModelFactory", "UnknownProvider", "register_provider", "registered_p
 ModelFactory = Callable[..., Model]
 
 _providers: dict[str, ModelFactory] = {}
+_model_types: set[type] = set()
 
 
 class UnknownProvider(ConduktError, ValueError):
@@ -49,7 +50,9 @@ def resolve_model(
     a malformed string, and whatever the provider raises (e.g. a missing key).
     """
     if not isinstance(model, str):
-        if isinstance(model, Model):
+        kind = type(model)
+        if kind in _model_types or isinstance(model, Model):
+            _model_types.add(kind)  # the Protocol check is slow; a class passes once
             return model
         raise TypeError(f"model must be a 'provider:model' string or a Model, got {model!r}")
     prefix, sep, name = model.partition(":")
