@@ -83,14 +83,30 @@ class ToolResultPrune:
 
 
 async def compact_with(compactor: Compactor, messages: Sequence[Message]) -> list[Message]:
-    """Run ``compactor`` and check it kept every tool call paired with its result."""
-    compacted = await compactor.compact(messages)
-    calls: set[str] = set()
+    """Run ``compactor`` and check that its result is a history providers accept.
+
+    Raises ``ValueError`` naming the compactor when a tool call is not
+    answered by its result right after it (results dropped, moved away, or
+    kept without their call), or when the history does not start with a
+    user message. It returns a new list: a caller that replaces its history
+    only with what this returns keeps it intact when a compaction is rejected.
+    """
+    compacted = list(await compactor.compact(messages))
+    name = type(compactor).__name__
+    unanswered: list[str] = []  # calls of the last assistant message still waiting for results
     for message in compacted:
+        if isinstance(message, ToolResultMessage):
+            if message.tool_call_id not in unanswered:
+                raise ValueError(f"{name} separated tool result {message.tool_call_id!r} from its call")
+            unanswered.remove(message.tool_call_id)
+            continue
+        if unanswered:
+            break
         if isinstance(message, AssistantMessage):
-            calls.update(call.id for call in message.tool_calls)
-        elif isinstance(message, ToolResultMessage) and message.tool_call_id not in calls:
-            raise ValueError(
-                f"{type(compactor).__name__} separated tool result {message.tool_call_id!r} from its call"
-            )
-    return list(compacted)
+            unanswered = [call.id for call in message.tool_calls]
+    if unanswered:
+        raise ValueError(f"{name} separated tool call {unanswered[0]!r} from its result")
+    if compacted and not isinstance(compacted[0], UserMessage):
+        first = type(compacted[0]).__name__
+        raise ValueError(f"{name} left a history starting with {first}; it must start with a UserMessage")
+    return compacted

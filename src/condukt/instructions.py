@@ -22,6 +22,9 @@ __all__ = ["INSTRUCTION_FILES", "Skill", "load_project_instructions", "read_skil
 #: Instruction files, in the order they are included.
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 _MAX_BYTES = 256 * 1024
+# UTF-8 that drops a leading byte-order mark (as Windows editors save files), so it
+# neither hides front matter nor defeats de-duplication.
+_ENCODING = "utf-8-sig"
 
 
 @attrs.frozen
@@ -56,7 +59,7 @@ def read_skills(cwd: Path) -> list[Skill]:
     for directory in sorted(p for p in root.iterdir() if p.is_dir()):
         path = directory / "SKILL.md"
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")[:_MAX_BYTES]
+            text = path.read_text(encoding=_ENCODING, errors="replace")[:_MAX_BYTES]
         except OSError:
             continue
         meta = _front_matter(text)
@@ -77,7 +80,7 @@ def load_project_instructions(cwd: Path) -> str | None:
     for name in INSTRUCTION_FILES:
         path = cwd / name
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")[:_MAX_BYTES].strip()
+            text = path.read_text(encoding=_ENCODING, errors="replace")[:_MAX_BYTES].strip()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             continue
         except OSError:

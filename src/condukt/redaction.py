@@ -44,7 +44,11 @@ class RegexRedactor:
     ``patterns`` replaces the defaults (:data:`DEFAULT_PATTERNS`);
     ``extra_patterns`` adds to them. Either may be a mapping of name ->
     pattern or an iterable of patterns (named ``custom``, ``custom_2``...).
-    Patterns are tried in order; the first that matches at a position wins.
+    Each pattern is compiled on its own, so inline flags (``(?i)...``),
+    groups and backreferences work as written; an invalid one raises
+    ``ValueError`` naming it. Text is scanned left to right: the leftmost
+    match is replaced, and of matches starting at the same position the
+    pattern listed first wins. Empty matches are ignored.
     """
 
     def __init__(
@@ -53,27 +57,56 @@ class RegexRedactor:
         extra_patterns: Mapping[str, str] | Iterable[str] = (),
     ) -> None:
         table = dict(DEFAULT_PATTERNS) if patterns is None else _named(patterns)
-        for name, pattern in _named(extra_patterns, start=len(table)).items():
+        for name, pattern in _named(extra_patterns).items():
             table[name if name not in table else f"{name}_{len(table)}"] = pattern
         self.patterns: dict[str, str] = table
-        self._names = list(table)
-        try:
-            self._regex = re.compile("|".join(f"(?P<g{i}>{p})" for i, p in enumerate(table.values())))
-        except re.error as exc:
-            raise ValueError(f"invalid redaction pattern: {exc}") from exc
+        self._compiled: list[tuple[str, re.Pattern[str]]] = []
+        for name, pattern in table.items():
+            try:
+                self._compiled.append((name, re.compile(pattern)))
+            except re.error as exc:
+                raise ValueError(f"invalid redaction pattern {name!r}: {exc}") from exc
 
     def redact(self, text: str) -> str:
         """``text`` with every match replaced."""
-        if not text or not self._names:
+        compiled = self._compiled
+        if not text or not compiled:
             return text
-        names = self._names
-        return self._regex.sub(lambda m: f"[REDACTED:{names[int(m.lastgroup[1:])]}]", text)  # type: ignore[index]
+        # The next match of each pattern at or after ``position``; refreshed
+        # only when an earlier replacement overlapped it.
+        upcoming = [_next_match(regex, text, 0) for _, regex in compiled]
+        pieces: list[str] = []
+        position = 0
+        while True:
+            best: re.Match[str] | None = None
+            best_name = ""
+            for index, match in enumerate(upcoming):
+                if match is not None and match.start() < position:
+                    match = upcoming[index] = _next_match(compiled[index][1], text, position)
+                if match is not None and (best is None or match.start() < best.start()):
+                    best, best_name = match, compiled[index][0]
+            if best is None:
+                break
+            pieces += [text[position : best.start()], f"[REDACTED:{best_name}]"]
+            position = best.end()
+        pieces.append(text[position:])
+        return "".join(pieces)
 
     def __repr__(self) -> str:
         return f"RegexRedactor({sorted(self.patterns)})"
 
 
-def _named(patterns: Mapping[str, str] | Iterable[str], start: int = 0) -> dict[str, str]:
+def _next_match(regex: re.Pattern[str], text: str, position: int) -> re.Match[str] | None:
+    """The first non-empty match of ``regex`` in ``text`` starting at or after ``position``."""
+    while position <= len(text):
+        match = regex.search(text, position)
+        if match is None or match.end() > match.start():
+            return match
+        position = match.start() + 1
+    return None
+
+
+def _named(patterns: Mapping[str, str] | Iterable[str]) -> dict[str, str]:
     if isinstance(patterns, Mapping):
         return dict(patterns)
     named: dict[str, str] = {}

@@ -20,6 +20,7 @@ reach the history, events, telemetry, session stores and the model.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import shlex
@@ -35,7 +36,8 @@ __all__ = ["MIN_REDACT_BYTES", "SecretError", "Secrets", "command", "env", "reso
 
 #: Shorter values are not redacted: they would mangle ordinary text.
 MIN_REDACT_BYTES = 4
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Used with fullmatch: `^...$` with match() would accept a trailing newline.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class SecretError(ConduktError):
@@ -127,15 +129,19 @@ class Secrets:
         self._values = dict(values or {})
         # ``redact_also``: values to hide that are not for subprocesses (the agent's API key).
         hidden = {**(redact_also or {}), **self._values}
-        redactable = sorted(
-            ((v, k) for k, v in hidden.items() if len(v.encode("utf-8")) >= MIN_REDACT_BYTES),
-            key=lambda item: -len(item[0]),
-        )
+        long_enough = {k: v for k, v in hidden.items() if len(v.encode("utf-8")) >= MIN_REDACT_BYTES}
+        by_value = {value: name for name, value in long_enough.items()}
+        for name, value in long_enough.items():
+            # A tool returning a dict or list is JSON-encoded (and tools often
+            # encode their own output): a value with quotes, backslashes,
+            # control or non-ASCII characters then appears escaped.
+            for ascii_only in (False, True):
+                by_value.setdefault(json.dumps(value, ensure_ascii=ascii_only)[1:-1], name)
         self._pattern: tuple[re.Pattern[str], dict[str, str]] | None = None
-        if redactable:
-            by_value = {value: name for value, name in redactable}
-            regex = re.compile("|".join(re.escape(value) for value, _ in redactable))
-            self._pattern = (regex, by_value)
+        if by_value:
+            # Longest first, so a value containing another is replaced whole.
+            forms = sorted(by_value, key=len, reverse=True)
+            self._pattern = (re.compile("|".join(re.escape(form) for form in forms)), by_value)
 
     @property
     def env(self) -> dict[str, str]:
@@ -154,7 +160,10 @@ class Secrets:
         return Secrets(self._values, {k: v for k, v in extra.items() if isinstance(v, str)})
 
     def redact(self, text: str) -> str:
-        """``text`` with every secret value (4+ bytes) replaced by ``[REDACTED:NAME]``."""
+        """``text`` with every secret value (4+ bytes) replaced by ``[REDACTED:NAME]``.
+
+        The value's JSON-escaped forms (as in ``json.dumps`` output) are replaced too.
+        """
         if self._pattern is None or not text:
             return text
         regex, by_value = self._pattern
@@ -167,14 +176,17 @@ class Secrets:
 async def resolve_secrets(spec: Mapping[str, Any] | None) -> Secrets:
     """Resolve every provider of ``spec`` (concurrently). Plain strings are static values.
 
-    Raises :class:`SecretError` for an invalid name or a provider that fails.
+    Raises :class:`SecretError` for an invalid name or a provider that fails
+    (an exception from a custom callable is chained as the cause). When
+    several fail, the first in ``spec`` order is raised; the first failure
+    cancels the providers still running (``command`` subprocesses included).
     """
     if not spec:
         return Secrets()
     values: dict[str, str] = {}
     providers: dict[str, Any] = {}
     for name, provider in spec.items():
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise SecretError(f"secret name {name!r} is not a valid environment variable name")
         if isinstance(provider, str):
             provider = _Static(provider)
@@ -183,16 +195,31 @@ async def resolve_secrets(spec: Mapping[str, Any] | None) -> Secrets:
         elif not hasattr(provider, "resolve"):
             raise SecretError(f"secret {name}: not a provider (use secrets.env/static/command or a callable)")
         providers[name] = provider
+    failures: dict[str, SecretError] = {}
 
     async def one(name: str, provider: Any) -> None:
-        value = await provider.resolve(name)
-        if not isinstance(value, str):
-            raise SecretError(f"secret {name}: provider returned {type(value).__name__}, not str")
-        values[name] = value
+        try:
+            value = await provider.resolve(name)
+        except SecretError as exc:
+            failures[name] = exc
+        except Exception as exc:
+            # Only the type: the message of a user's exception may hold the value.
+            failure = SecretError(f"secret {name}: provider raised {type(exc).__name__}")
+            failure.__cause__ = exc
+            failures[name] = failure
+        else:
+            if isinstance(value, str):
+                values[name] = value
+                return
+            failures[name] = SecretError(f"secret {name}: provider returned {type(value).__name__}, not str")
+        nursery.cancel_scope.cancel()
 
+    # Failures are collected rather than raised so the caller gets one
+    # SecretError, not an exception group from the nursery.
     async with trio.open_nursery() as nursery:
         for name, provider in providers.items():
             nursery.start_soon(one, name, provider)
+    for name in providers:
+        if name in failures:
+            raise failures[name]
     return Secrets({name: values[name] for name in providers})
-
-

@@ -1,0 +1,1 @@
+"""Feature tests: secrets, redaction, compaction, project instructions, notifier, telemetry."""
