@@ -232,6 +232,8 @@ class HttpModel(abc.ABC):
         self._timeout = timeout
         self._timeouts: dict[str, float | None] | None = None
         self._stall = math.inf
+        self._head_key: tuple[Any, ...] | None = None
+        self._head = b""
 
     # ------------------------------------------------------------------ protocol
 
@@ -240,8 +242,12 @@ class HttpModel(abc.ABC):
         """The headers that carry the key (and the protocol version)."""
 
     @abc.abstractmethod
+    def encode_head(self, request: ModelRequest) -> bytes:
+        """The start of the body, up to the messages: what only changes with the settings."""
+
+    @abc.abstractmethod
     def encode_request(self, request: ModelRequest) -> bytes:
-        """The JSON body for ``request``."""
+        """The JSON body for ``request`` (built from :meth:`head` and the encoded messages)."""
 
     @abc.abstractmethod
     def parse_response(self, payload: Any) -> AssistantMessage:
@@ -250,6 +256,16 @@ class HttpModel(abc.ABC):
     @abc.abstractmethod
     def stream_assembler(self) -> StreamAssembler:
         """A fresh assembler for one streamed response."""
+
+    def head(self, request: ModelRequest) -> bytes:
+        """:meth:`encode_head`, re-encoded only when the system prompt, tools,
+        thinking level or output cap change (the agent sends the same ones every turn)."""
+        key = (request.system_prompt, request.tools, request.thinking_level, request.max_tokens)
+        cached = self._head_key
+        if cached is None or not all(a is b or a == b for a, b in zip(key, cached)):
+            self._head = self.encode_head(request)
+            self._head_key = key
+        return self._head
 
     # ------------------------------------------------------------------ model
 

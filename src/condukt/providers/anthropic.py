@@ -128,8 +128,6 @@ class AnthropicModel(HttpModel):
         options.setdefault("provider", "anthropic")
         super().__init__(model, **options)
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
-        self._head_key: tuple[Any, ...] | None = None
-        self._head = b""
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``x-api-key`` and ``anthropic-version``."""
@@ -152,10 +150,8 @@ class AnthropicModel(HttpModel):
             return max_tokens, max_tokens - 1  # the budget must stay below max_tokens
         return max_tokens, None  # too small a cap to think at all
 
-    def _encode_head(self, request: ModelRequest) -> bytes:
-        key = (request.system_prompt, request.tools, request.thinking_level, request.max_tokens)
-        if self._head_key is not None and all(a is b or a == b for a, b in zip(key, self._head_key)):
-            return self._head
+    def encode_head(self, request: ModelRequest) -> bytes:
+        """Model, output cap, stream flag, system prompt, tools and thinking budget."""
         max_tokens, budget = self._token_settings(request)
         head: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
         if self.stream:
@@ -170,9 +166,7 @@ class AnthropicModel(HttpModel):
         if budget is not None:
             head["thinking"] = {"type": "enabled", "budget_tokens": budget}
         head.update(self.extra_body)
-        self._head_key = key
-        self._head = dumps(head)[:-1] + b',"messages":['
-        return self._head
+        return dumps(head)[:-1] + b',"messages":['  # the messages close the object
 
     def encode_request(self, request: ModelRequest) -> bytes:
         """The Messages API body: consecutive user-side messages (tool results, steers) merged into one."""
@@ -189,7 +183,7 @@ class AnthropicModel(HttpModel):
             blocks.append(fragment)
         if blocks:
             parts.append(b'{"role":"%s","content":[%s]}' % (role.encode(), b",".join(blocks)))  # type: ignore[union-attr]
-        return self._encode_head(request) + b",".join(parts) + b"]}"
+        return self.head(request) + b",".join(parts) + b"]}"
 
     def parse_response(self, payload: Any) -> AssistantMessage:
         """A Messages API response body as an :class:`AssistantMessage`."""

@@ -173,17 +173,13 @@ class OpenAIModel(HttpModel):
         options.setdefault("provider", self.preset.prefix)
         super().__init__(model, **options)
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
-        self._head_key: tuple[Any, ...] | None = None
-        self._head = b""
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``Authorization: Bearer <key>`` when there is a key."""
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def _encode_head(self, request: ModelRequest) -> bytes:
-        key = (request.system_prompt, request.tools, request.thinking_level, request.max_tokens)
-        if self._head_key is not None and all(a is b or a == b for a, b in zip(key, self._head_key)):
-            return self._head
+    def encode_head(self, request: ModelRequest) -> bytes:
+        """Model, stream options, output cap, tools, reasoning, and the system message."""
         preset = self.preset
         head: dict[str, Any] = {"model": self.model}
         if self.stream:
@@ -211,13 +207,11 @@ class OpenAIModel(HttpModel):
         prefix = dumps(head)[:-1] + b',"messages":['
         if request.system_prompt:
             prefix += dumps({"role": "system", "content": request.system_prompt})
-        self._head_key = key
-        self._head = prefix
         return prefix
 
     def encode_request(self, request: ModelRequest) -> bytes:
         """The Chat Completions body: images from a run of tool results follow it in one user message."""
-        head = self._encode_head(request)
+        head = self.head(request)
         parts: list[bytes] = []
         pending_images: list[bytes] = []
         for wire, images in self._messages.encode_all(request.messages):
