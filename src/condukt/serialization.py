@@ -56,4 +56,5 @@ def dumps(obj: Any, as_type: Any = None) -> str:
 
 def loads(text: str | bytes, as_type: type[T] | Any) -> T:
     """Parse JSON text written by :func:`dumps`."""
-    return structure(json.loads(text), as_type)
+    result: T = structure(json.loads(text), as_type)
+    return result

@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import trio
 
@@ -195,7 +195,7 @@ class Agent(Server):
         """The agent's tools: classes (no options) and instances (with options)."""
         return []
 
-    async def init(self, options: Mapping[str, Any]) -> None:  # type: ignore[override]
+    async def init(self, options: Mapping[str, Any]) -> None:
         """Called once at start with every start option, before tools and model resolve.
 
         Set attributes here that :meth:`tools` needs. An exception fails the start.
@@ -593,10 +593,7 @@ class Agent(Server):
         if failure is not None:
             del messages[committed:]  # no half-finished turn
             await emit(Error(type(failure).__name__, str(failure)))
-            status = "aborted" if isinstance(failure, Aborted) else (
-                "timeout" if isinstance(failure, RunTimeout) else "failed"
-            )
-            await emit(Done(status))
+            await emit(Done(_status_of(failure)))
             raise failure
         if submission is not None:
             result = submission.value
@@ -805,6 +802,14 @@ class Agent(Server):
             return (*_error(f"{type(exc).__name__}: {exc}"), exc)
         assert scope.cancelled_caught
         return (*_error(f"tool {call.name!r} timed out after {timeout:g} seconds"), None)
+
+
+def _status_of(failure: BaseException) -> Literal["aborted", "timeout", "failed"]:
+    if isinstance(failure, Aborted):
+        return "aborted"
+    if isinstance(failure, RunTimeout):
+        return "timeout"
+    return "failed"
 
 
 def _display(content: tuple[TextBlock | ImageBlock, ...]) -> str:

@@ -57,7 +57,9 @@ class BoundOperation:
     """An operation of one agent class, ready to call."""
 
     agent: type[Agent]
-    operation: Operation
+    # Annotated as Any: an ``Operation``-typed attribute would be read through
+    # its descriptor protocol by type checkers.
+    operation: Any
 
     async def __call__(self, input: Any = None, /, **options: Any) -> Any:
         """Run the operation on ``input``; ``options`` are agent start options and run options.
@@ -66,7 +68,7 @@ class BoundOperation:
         ``input`` does not match, :class:`~condukt.InvalidOutput` or
         :class:`~condukt.NoResultSubmitted` if no valid result came back.
         """
-        op = self.operation
+        op: Operation = self.operation
         return await run(
             self.agent,
             op.instructions,

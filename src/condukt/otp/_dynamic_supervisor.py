@@ -77,7 +77,7 @@ class DynamicSupervisor(Server):
     handle_class = DynamicSupervisorHandle
     _eager_nursery = True
 
-    async def init(  # type: ignore[override]
+    async def init(
         self,
         max_children: int | None = None,
         max_restarts: int = 3,

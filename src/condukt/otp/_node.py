@@ -212,7 +212,8 @@ class Node:
             restart="temporary",
             name=name,
         )
-        handle: SupervisorHandle = await self.root.start_child(spec)
+        handle = await self.root.start_child(spec)
+        assert isinstance(handle, SupervisorHandle)
         return handle
 
     async def start_dynamic_supervisor(
@@ -236,7 +237,8 @@ class Node:
             restart="temporary",
             name=name,
         )
-        handle: DynamicSupervisorHandle = await self.root.start_child(spec)
+        handle = await self.root.start_child(spec)
+        assert isinstance(handle, DynamicSupervisorHandle)
         return handle
 
     def subscribe(self, topic: Hashable = ALL, *, buffer: int = DEFAULT_BUFFER) -> Subscription:

@@ -356,9 +356,7 @@ class Handle:
                 raise NoProc(f"{self!r} is not alive")
         caller = Caller(task, self, timeout)
         mailbox.append((_CALL, request, caller))
-        if self._parked:
-            self._parked = False
-            reschedule(self._task)
+        self._wake()
         if timeout is not None:
             self._node._timers.schedule(deadline, caller)
         return await wait_task_rescheduled(caller._abort)
@@ -449,9 +447,7 @@ class Handle:
         if mailbox is None:
             mailbox = self._mailbox = deque()
         mailbox.append((kind, message, None))
-        if self._parked:
-            self._parked = False
-            reschedule(self._task)
+        self._wake()
 
     async def _put_waiting(self, kind: int, message: Any) -> None:
         await self._wait_room()
@@ -496,8 +492,7 @@ class Handle:
         if self._parked:
             # Idle in its loop: wake it to see the stop. No cancellation means
             # no Cancelled exception and none of its cyclic garbage.
-            self._parked = False
-            reschedule(self._task)
+            self._wake()
         elif self._task is not None:
             self._scope.cancel()
 
@@ -560,6 +555,14 @@ class Handle:
                     break
             if mailbox and self._stop is None:
                 await checkpoint()  # bounded batch: let other tasks run
+
+    def _wake(self) -> None:
+        """Reschedule the process task if it is parked waiting for its mailbox."""
+        if self._parked:
+            self._parked = False
+            task = self._task
+            assert task is not None
+            reschedule(task)
 
     def _abort_park(self, raise_cancel: Any) -> Abort:
         self._parked = False
@@ -715,9 +718,9 @@ class Handle:
                 fail(caller)
         mailbox, self._mailbox = self._mailbox, None
         if mailbox:
-            for kind, _, caller in mailbox:
-                if kind == _CALL and caller is not None:
-                    fail(caller)
+            for kind, _, queued in mailbox:
+                if kind == _CALL and queued is not None:
+                    fail(queued)
         if self._room is not None:
             self._room.unpark_all()
         if self._monitors:
@@ -866,9 +869,7 @@ class Server:
         if me._state == _DEAD or me._stop is not None:
             return
         me._stop = (reason, True, me._shutdown)
-        if me._parked:
-            me._parked = False
-            reschedule(me._task)
+        me._wake()
 
     def send_after(self, seconds: float, message: Any) -> TimerRef:
         """Deliver ``message`` to this process's ``handle_info`` after ``seconds``."""
@@ -892,6 +893,4 @@ class Server:
         if me._pending is None:
             me._pending = []
         me._pending.append((fn, args))
-        if me._parked:
-            me._parked = False
-            reschedule(me._task)
+        me._wake()

@@ -146,7 +146,7 @@ class Supervisor(Server):
     handle_class = SupervisorHandle
     _eager_nursery = True
 
-    async def init(  # type: ignore[override]
+    async def init(
         self,
         children: Iterable[ChildSpec],
         strategy: str = "one_for_one",

@@ -69,23 +69,25 @@ def _compile(schema: Any) -> Check | None:
         if not isinstance(const, (str, int, float, bool, type(None))):
             return None
         checks.append(lambda v: v == const and isinstance(v, bool) == isinstance(const, bool))
-    for key, compare in (
+    bounds: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
         ("minimum", lambda v, b: v >= b),
         ("maximum", lambda v, b: v <= b),
         ("exclusiveMinimum", lambda v, b: v > b),
         ("exclusiveMaximum", lambda v, b: v < b),
-    ):
+    )
+    for key, compare in bounds:
         if key in schema:
             bound = schema[key]
             if not _is_number(bound):
                 return None
             checks.append(lambda v, b=bound, c=compare: not _is_number(v) or c(v, b))
-    for key, measure, compare in (
+    sizes: tuple[tuple[str, type, Callable[[int, int], bool]], ...] = (
         ("minLength", str, lambda n, b: n >= b),
         ("maxLength", str, lambda n, b: n <= b),
         ("minItems", list, lambda n, b: n >= b),
         ("maxItems", list, lambda n, b: n <= b),
-    ):
+    )
+    for key, measure, compare in sizes:
         if key in schema:
             bound = schema[key]
             if not isinstance(bound, int) or isinstance(bound, bool):
@@ -140,7 +142,7 @@ class CompiledSchema:
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)  # raises jsonschema.SchemaError
+        cls.check_schema(dict(schema))  # raises jsonschema.SchemaError
         self.schema = schema
         self.validator = cls(schema)
         self.fast = _compile(schema)
