@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import time
+import traceback
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -251,11 +252,18 @@ class Agent(Server):
         if isinstance(options.get("api_key"), str):
             self._secrets = self._secrets.hiding({"API_KEY": options["api_key"]})
         self._redactor = options.get("redactor", cls.redactor)
-        if self._redactor is not None and not isinstance(self._redactor, Redactor):
-            raise TypeError(f"redactor must have a redact(text) method, got {self._redactor!r}")
+        if self._redactor is not None and (
+            isinstance(self._redactor, type) or not isinstance(self._redactor, Redactor)
+        ):
+            raise TypeError(f"redactor must have a redact(text) method (an instance, not a class), got {self._redactor!r}")
         self._compactor = options.get("compactor", cls.compactor)
-        if self._compactor is not None and not isinstance(self._compactor, Compactor):
-            raise TypeError(f"compactor must have an async compact(messages) method, got {self._compactor!r}")
+        if self._compactor is not None and (
+            isinstance(self._compactor, type) or not isinstance(self._compactor, Compactor)
+        ):
+            raise TypeError(
+                f"compactor must have an async compact(messages) method (an instance, not a class), "
+                f"got {self._compactor!r}"
+            )
         restored = await self._restore(options)
         self._configure({**restored, **options})
         self._runs = 0
@@ -428,7 +436,11 @@ class Agent(Server):
                 caller.reply_error(Busy("cannot compact the history during a run"))
                 return NO_REPLY
             before = len(self.messages)
-            await self._compact()
+            try:
+                await self._compact()
+            except Exception as exc:  # a broken compactor: the caller's problem, history unchanged
+                caller.reply_error(exc)
+                return NO_REPLY
             await self._save()
             return before - len(self.messages)
         return await super().handle_call(request, caller)
@@ -481,7 +493,12 @@ class Agent(Server):
             self._start_run(RunRequest(text, timeout=self.config_run_timeout), None, None)
 
     async def _after_run(self) -> None:
-        await self._compact()
+        try:
+            await self._compact()
+        except Exception as exc:
+            # The run itself succeeded or failed on its own; a broken
+            # compactor must not turn that into a crash (or a restart loop).
+            logger.error("%r: compaction failed; history left as is", self.handle, exc_info=exc)
         await self._save()
 
     async def _emit(self, state: _RunState, event: Event) -> None:
@@ -511,7 +528,7 @@ class Agent(Server):
         async def emit(event: Event) -> None:
             await self._emit(state, event)
 
-        await emit(AgentStart(self.session_id, request.prompt))
+        await emit(AgentStart(self.session_id, self._scrub(request.prompt)))
         self._runs += 1
         run_id = f"{self.session_id}/{self._runs}"
         state.run_id = run_id
@@ -592,7 +609,7 @@ class Agent(Server):
                 telemetry.emit(("condukt", "run", "exception"), measurements, meta)
         if failure is not None:
             del messages[committed:]  # no half-finished turn
-            await emit(Error(type(failure).__name__, str(failure)))
+            await emit(Error(type(failure).__name__, self._scrub(str(failure))))
             await emit(Done(_status_of(failure)))
             raise failure
         if submission is not None:
@@ -700,11 +717,17 @@ class Agent(Server):
             outcome = await self._tool_outcome(call, state, emit, scoped=False)
             results[index] = await self._tool_finished(call, state, emit, starts[index], *outcome)
 
-        async with trio.open_nursery() as group:
-            if timeout is not None:
-                group.cancel_scope.deadline = trio.current_time() + timeout
+        try:
+            async with trio.open_nursery() as group:
+                if timeout is not None:
+                    group.cancel_scope.deadline = trio.current_time() + timeout
+                for index in indices:
+                    group.start_soon(run_one, index)
+        except BaseException as exc:  # aborted: close what started and did not finish
             for index in indices:
-                group.start_soon(run_one, index)
+                if results[index] is None and index in starts:
+                    self._tool_interrupted(starts[index], _unwrap_cancel(exc))
+            raise
         for index in indices:
             if results[index] is None:  # cut off by the shared deadline
                 call = calls[index]
@@ -715,8 +738,21 @@ class Agent(Server):
     async def _run_tool(self, call: ToolCall, state: _RunState, emit: Any) -> ToolResultMessage:
         """One tool call, start to finish, under its own timeout."""
         began = await self._tool_started(call, state, emit)
-        outcome = await self._tool_outcome(call, state, emit, scoped=True)
+        try:
+            outcome = await self._tool_outcome(call, state, emit, scoped=True)
+        except BaseException as exc:  # cancelled by an abort or the run's timeout
+            self._tool_interrupted(began, exc)
+            raise
         return await self._tool_finished(call, state, emit, began, *outcome)
+
+    def _tool_interrupted(self, began: tuple[float, Any], exc: BaseException) -> None:
+        """Close the telemetry of a tool call that never finished (synchronous: we are cancelled)."""
+        started, meta = began
+        if meta is not None:
+            error = {"error_type": type(exc).__name__, "error": self._scrub(str(exc))}
+            telemetry.emit(
+                ("condukt", "tool", "exception"), {"duration": trio.current_time() - started}, {**meta, **error}
+            )
 
     async def _tool_started(self, call: ToolCall, state: _RunState, emit: Any) -> tuple[float, Any]:
         await emit(ToolCallStart(call.id, call.name, call.arguments))
@@ -798,10 +834,18 @@ class Agent(Server):
         except ToolError as exc:
             return (*_error(str(exc)), None)
         except Exception as exc:
-            logger.warning("tool %r raised", call.name, exc_info=exc)
+            # Scrubbed: the traceback carries the exception's message, which may hold a secret.
+            trace = "".join(traceback.format_exception(exc))
+            logger.warning("tool %r raised:\n%s", call.name, self._scrub(trace))
             return (*_error(f"{type(exc).__name__}: {exc}"), exc)
         assert scope.cancelled_caught
         return (*_error(f"tool {call.name!r} timed out after {timeout:g} seconds"), None)
+
+
+def _unwrap_cancel(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _status_of(failure: BaseException) -> Literal["aborted", "timeout", "failed"]:

@@ -201,6 +201,8 @@ class SubagentTool(Tool):
         options.setdefault("load_project_instructions", False)
         if parent._secrets:
             options["secrets"] = parent._secrets.env  # resolved values, not providers run again
+        if parent._redactor is not None:
+            options["redactor"] = parent._redactor  # also when set as a class attribute
         options.update(role.options)
         child = await supervisor.start_child(ChildSpec(None, role.agent, kwargs=options, restart="temporary"))
         child_id = child.session_id
