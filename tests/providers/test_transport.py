@@ -11,6 +11,7 @@ import trustme
 
 import condukt
 from condukt.providers import HttpSettings, TrioTransport, configure_http, resolve_model
+from condukt.providers._transport import _Connection
 
 from .helpers import spawn
 from .server import Fault, ProtocolServer, reply
@@ -133,3 +134,18 @@ async def test_unsupported_schemes_and_closed_transports() -> None:
             await client.get("ftp://example.com/")
     with pytest.raises(httpx.LocalProtocolError):
         await transport.handle_async_request(httpx.Request("GET", "http://127.0.0.1:1/"))
+
+
+async def test_a_kept_alive_connection_closed_under_our_feet_is_replaced(
+    server: ProtocolServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    transport = TrioTransport()
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.post(server.url + "/v1/messages", json={})
+        [conn] = [c for idle in transport._idle.values() for c in idle]
+        # As if the server closed it in the instant between the liveness check and the send.
+        monkeypatch.setattr(_Connection, "looks_closed", lambda self: False)
+        conn.stream.socket.shutdown(2)
+        response = await client.post(server.url + "/v1/messages", json={})
+        assert response.status_code == 200
+    assert server.connections == 2 and len(server.requests) == 2

@@ -86,6 +86,11 @@ class ResponseReader:
         #: The connection may carry another request once this response is done.
         self.keep_alive = False
 
+    @property
+    def started(self) -> bool:
+        """Whether any byte of the current response arrived."""
+        return not self._awaiting_head or bool(self._buffer)
+
     def feed(self, data: bytes) -> None:
         """Add bytes received from the server."""
         self._buffer = self._buffer + data if self._buffer else data

@@ -225,12 +225,23 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 await _wait_for_slot(slots, timeouts.get("pool"))
         conn: _Connection | None = None
         try:
-            conn = self._reuse(origin)
-            if conn is None:
-                conn = await self._connect(origin, timeouts.get("connect"))
-            self._active.add(conn)
-            await self._send(conn, request, timeouts.get("write"))
-            head = await self._receive_head(conn, timeouts.get("read"), request.method == "HEAD")
+            while True:
+                conn = self._reuse(origin)
+                reused = conn is not None
+                if conn is None:
+                    conn = await self._connect(origin, timeouts.get("connect"))
+                self._active.add(conn)
+                try:
+                    await self._send(conn, request, timeouts.get("write"))
+                    head = await self._receive_head(conn, timeouts.get("read"), request.method == "HEAD")
+                    break
+                except (httpx.WriteError, httpx.ReadError, httpx.RemoteProtocolError):
+                    # A kept-alive connection the server closed just as it was
+                    # reused: nothing was answered, so send again on a fresh one.
+                    if not reused or conn.reader.started or not isinstance(request.stream, httpx.ByteStream):
+                        raise
+                    self._forget(conn)
+                    conn = None
         except BaseException as exc:
             if conn is not None:
                 self._discard(conn)
@@ -300,7 +311,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
             with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
                 await self._write(conn, request, data, body)
                 return
-        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError) as exc:
             raise httpx.WriteError(str(exc) or type(exc).__name__) from None
         assert scope.cancelled_caught
         raise httpx.WriteTimeout("timed out sending the request")
@@ -341,6 +352,11 @@ class TrioTransport(httpx.AsyncBaseTransport):
             self._idle_count += 1
         else:
             conn.close()
+
+    def _forget(self, conn: _Connection) -> None:
+        """Close a connection but keep its request's slot (the request goes on elsewhere)."""
+        self._active.discard(conn)
+        conn.close()
 
     def _discard(self, conn: _Connection) -> None:
         """Close a connection that cannot be reused (cancelled, failed, half-read)."""

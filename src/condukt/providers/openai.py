@@ -119,8 +119,9 @@ def _encode_message(message: Any) -> _Encoded:
         image_parts.extend(_data_url(block) for block in images)
         return wire, dumps(image_parts)[1:-1]
     text = message.text
-    wire_message: dict[str, Any] = {"role": "assistant", "content": text or None}
     calls = message.tool_calls
+    # Content may be null only beside tool calls.
+    wire_message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
         wire_message["tool_calls"] = [
             {
