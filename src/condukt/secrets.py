@@ -95,7 +95,7 @@ class _Callable:
         value = self.fn()
         if inspect.isawaitable(value):
             value = await value
-        return value  # type: ignore[return-value]
+        return value
 
 
 def env(var: str, *, default: str | None = None) -> Any:

@@ -109,6 +109,13 @@ async def narrate(name: str, events: condukt.EventStream) -> None:
                 say(name, f"■ {status}")
 
 
+def lookup(node: condukt.Node, name: str) -> Any:
+    """The agent registered under ``name``, or ``None`` between incarnations."""
+    handle = node.whereis(name)
+    assert handle is None or isinstance(handle, condukt.AgentHandle)
+    return handle
+
+
 def live_model() -> str | None:
     if os.environ.get("CONDUKT_DEMO_LIVE") != "1":
         return None
@@ -226,7 +233,7 @@ async def main() -> None:
             print("\n2. explorer and fixer work concurrently, streaming their events\n")
 
             async def work(name: str, prompt: str) -> None:
-                agent = node.whereis(name)
+                agent = lookup(node, name)
                 async with agent.stream(prompt) as events:
                     await narrate(name, events)
 
@@ -235,15 +242,15 @@ async def main() -> None:
                 nursery.start_soon(work, "fixer", "Make check.py pass.")
 
             print("\n3. flaky's loop crashes; its supervisor restarts it\n")
-            old = node.whereis("flaky")
+            old = lookup(node, "flaky")
             try:
                 await old.run("Say hello.")
             except condukt.CallError as error:
                 say("flaky", f"run failed: the agent crashed ({error.reason!r})")
             with trio.fail_after(2):
-                while node.whereis("flaky") in (None, old):
+                while lookup(node, "flaky") in (None, old):
                     await trio.sleep(0.01)
-            new = node.whereis("flaky")
+            new = lookup(node, "flaky")
             say("flaky", f"old handle alive? {old.alive}; whereis('flaky') -> {new!r}")
             say("flaky", await new.run("Say hello."))
 

@@ -21,6 +21,11 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
+def lookup(node: condukt.Node, name: str) -> Any:
+    """The process registered under ``name``, or ``None`` between incarnations."""
+    return node.whereis(name)
+
+
 class Worker(condukt.Server):
     """Counts the jobs it handled; crashes on a poisoned job."""
 
@@ -85,20 +90,20 @@ async def main() -> None:
             for label in ("alpha", "beta", "gamma"):
 
                 async def job(label: str = label) -> None:
-                    say("  " + await node.whereis(label).call(("job", "index the repo")))
+                    say("  " + await lookup(node, label).call(("job", "index the repo")))
 
                 nursery.start_soon(job)
 
         say("\n3. send beta a poisoned job: it crashes, the caller gets CallError")
-        old_beta = node.whereis("beta")
+        old_beta = lookup(node, "beta")
         try:
             await old_beta.call(("job", "poison"))
         except condukt.CallError as error:
             say(f"  caller got CallError, reason={error.reason!r}")
         with trio.fail_after(1):
-            while node.whereis("beta") in (None, old_beta):
+            while lookup(node, "beta") in (None, old_beta):
                 await trio.sleep(0.01)
-        new_beta = node.whereis("beta")
+        new_beta = lookup(node, "beta")
         say(f"  old handle alive? {old_beta.alive}; whereis('beta') -> {new_beta!r}")
         await watcher.call(("watch", new_beta))
 

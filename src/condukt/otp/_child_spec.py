@@ -26,6 +26,10 @@ _STRATEGIES = ("one_for_one", "one_for_all", "rest_for_one")
 DEFAULT_SHUTDOWN = 5.0
 
 
+def _to_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(value)
+
+
 def _check_start(instance: Any, attribute: Any, value: Any) -> None:
     if not (isinstance(value, type) and issubclass(value, Server)):
         raise TypeError(f"ChildSpec.start must be a condukt.Server subclass, got {value!r}")
@@ -68,7 +72,7 @@ class ChildSpec:
 
     id: Hashable | None
     start: type[Server] = attrs.field(validator=_check_start)
-    args: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
+    args: tuple[Any, ...] = attrs.field(default=(), converter=_to_tuple)
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     restart: RestartType = attrs.field(default="permanent", validator=_check_restart)
     shutdown: float | Literal["brutal_kill", "infinity"] | None = attrs.field(

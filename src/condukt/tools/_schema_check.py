@@ -43,6 +43,14 @@ _TYPES: dict[str, Check] = {
 }
 
 
+def _bounded(compare: Callable[[Any, Any], bool], bound: Any) -> Check:
+    return lambda v: not _is_number(v) or compare(v, bound)
+
+
+def _sized(kind: type, compare: Callable[[int, int], bool], bound: int) -> Check:
+    return lambda v: not isinstance(v, kind) or compare(len(v), bound)  # type: ignore[arg-type]
+
+
 def _compile(schema: Any) -> Check | None:
     """A check for ``schema``, or ``None`` if it uses anything unsupported."""
     if schema is True or schema == {}:
@@ -80,7 +88,7 @@ def _compile(schema: Any) -> Check | None:
             bound = schema[key]
             if not _is_number(bound):
                 return None
-            checks.append(lambda v, b=bound, c=compare: not _is_number(v) or c(v, b))
+            checks.append(_bounded(compare, bound))
     sizes: tuple[tuple[str, type, Callable[[int, int], bool]], ...] = (
         ("minLength", str, lambda n, b: n >= b),
         ("maxLength", str, lambda n, b: n <= b),
@@ -93,7 +101,7 @@ def _compile(schema: Any) -> Check | None:
             if not isinstance(bound, int) or isinstance(bound, bool):
                 return None
             # str length in code points, as JSON Schema specifies.
-            checks.append(lambda v, t=measure, b=bound, c=compare: not isinstance(v, t) or c(len(v), b))
+            checks.append(_sized(measure, compare, bound))
     if "items" in schema:
         item = _compile(schema["items"])
         if item is None:
