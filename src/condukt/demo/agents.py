@@ -6,8 +6,9 @@ calls (files are globbed, grepped, read and edited, commands run in real
 subprocesses), concurrency, streaming, a crash and its restart, and a
 delegation to two sub-agents running in parallel.
 
-With ``ANTHROPIC_API_KEY`` or ``OPENAI_API_KEY`` set (and ``CONDUKT_DEMO_LIVE=1``),
-the explorer and fixer talk to the real provider instead.
+With ``ANTHROPIC_API_KEY`` or ``OPENAI_API_KEY`` set, the explorer and fixer
+talk to the real provider instead (``CONDUKT_DEMO_OFFLINE=1`` keeps them
+scripted).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def lookup(node: condukt.Node, name: str) -> Any:
 
 
 def live_model() -> str | None:
-    if os.environ.get("CONDUKT_DEMO_LIVE") != "1":
+    if os.environ.get("CONDUKT_DEMO_OFFLINE") == "1":
         return None
     if os.environ.get("ANTHROPIC_API_KEY"):
         return "anthropic:claude-sonnet-4-5"
@@ -195,7 +196,7 @@ async def main() -> None:
     logging.getLogger("condukt").setLevel(logging.CRITICAL)
     live = live_model()
     print("condukt demo: supervised agents with real tools on a temporary project")
-    print(f"model: {live or 'scripted (offline; set CONDUKT_DEMO_LIVE=1 and an API key for a real one)'}\n")
+    print(f"model: {live or 'scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real one)'}\n")
     with tempfile.TemporaryDirectory(prefix="condukt-demo-") as tmp:
         root = Path(tmp)
         for rel, content in PROJECT.items():
