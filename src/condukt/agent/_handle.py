@@ -20,7 +20,7 @@ from ._structured import render_input
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["AgentHandle", "EventStream", "STREAM_BUFFER"]
+__all__ = ["AgentHandle", "EventStream", "STREAM_BUFFER", "stop_quietly"]
 
 #: Events buffered between a streaming run and its reader; a slower reader
 #: holds the run back rather than letting memory grow.
@@ -225,6 +225,20 @@ class AgentHandle(Handle):
         """
         result: int = await self.call(Compact())
         return result
+
+
+async def stop_quietly(handle: Handle, reason: str = "normal") -> None:
+    """Stop ``handle`` if it still runs, shielded from cancellation, never raising.
+
+    For cleanup in ``finally`` blocks: transient agents (one-shots,
+    sub-agents) must be gone however their caller leaves.
+    """
+    with trio.CancelScope(shield=True):
+        if handle.alive:
+            try:
+                await handle.stop(reason)
+            except ConduktError:
+                pass  # it exited on its own in the meantime
 
 
 class EventStream:

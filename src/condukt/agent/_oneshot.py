@@ -6,12 +6,11 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-import trio
 
 from ..messages import ImageBlock
-from ..otp import ConduktError, current_node, open_node
+from ..otp import current_node, open_node
 from ._agent import Agent
-from ._handle import AgentHandle
+from ._handle import AgentHandle, stop_quietly
 
 __all__ = ["run"]
 
@@ -80,9 +79,4 @@ async def _run_on(
     try:
         return await handle.run(prompt, **run_kwargs)
     finally:
-        with trio.CancelScope(shield=True):
-            if handle.alive:
-                try:
-                    await handle.stop("normal")
-                except ConduktError:
-                    pass
+        await stop_quietly(handle)

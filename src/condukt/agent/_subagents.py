@@ -12,6 +12,7 @@ from ..events import SubagentEvent
 from ..otp import CallError, ChildSpec, ConduktError, Down, DynamicSupervisor, Handle
 from ..tools import Tool, ToolContext, ToolError
 from ._errors import InvalidInput
+from ._handle import stop_quietly
 from ._structured import _schema_of, render_input
 
 if TYPE_CHECKING:
@@ -226,9 +227,4 @@ class SubagentTool(Tool):
         except ConduktError as exc:  # the child's run failed: timeout, model error, invalid output...
             raise ToolError(f"sub-agent {role.name!r} failed: {type(exc).__name__}: {exc}") from None
         finally:
-            with trio.CancelScope(shield=True):
-                if child.alive:
-                    try:
-                        await child.stop("shutdown")
-                    except ConduktError:
-                        pass
+            await stop_quietly(child, "shutdown")

@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 
+from ._files import read_file_bytes
 from ._tool import Tool, ToolContext, ToolError
 
 __all__ = ["Edit"]
@@ -31,14 +32,7 @@ def _not_found_hint(content: str, old_text: str, display: str) -> str:
 
 
 def _edit(path: Path, display: str, old_text: str, new_text: str) -> str:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ToolError(f"File not found: {display}") from None
-    except IsADirectoryError:
-        raise ToolError(f"{display} is a directory, not a file") from None
-    except OSError as exc:
-        raise ToolError(f"Cannot read {display}: {exc.strerror or exc}") from None
+    raw = read_file_bytes(path, display)
     try:
         content = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import trio
 
 from ..messages import ImageBlock
 from ._output import MAX_BYTES, MAX_LINES, truncate
+from ._files import read_file_bytes
 from ._tool import Tool, ToolContext, ToolError
 
 __all__ = ["Read", "IMAGE_TYPES", "MAX_IMAGE_BYTES"]
@@ -23,19 +23,6 @@ IMAGE_TYPES = {
 }
 #: Larger images are refused (providers reject them anyway).
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
-
-
-def _read_bytes(path: Path, display: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise ToolError(f"File not found: {display}") from None
-    except IsADirectoryError:
-        raise ToolError(f"{display} is a directory, not a file") from None
-    except PermissionError:
-        raise ToolError(f"Permission denied: {display}") from None
-    except OSError as exc:
-        raise ToolError(f"Cannot read {display}: {exc.strerror or exc}") from None
 
 
 class Read(Tool):
@@ -67,7 +54,7 @@ class Read(Tool):
         """Read the file at ``args["path"]``."""
         display = args["path"]
         path = context.resolve_path(display)
-        data = await trio.to_thread.run_sync(_read_bytes, path, display)
+        data = await trio.to_thread.run_sync(read_file_bytes, path, display)
         media_type = IMAGE_TYPES.get(path.suffix.lower())
         if media_type is not None:
             if len(data) > MAX_IMAGE_BYTES:
