@@ -21,6 +21,7 @@ from condukt.messages import AssistantMessage, Message, ToolResultMessage, UserM
 
 class Recorder(condukt.Agent):
     """An agent that logs its events to ``options["log"]`` (when given)."""
+    extra_options = frozenset({"log"})
 
     async def init(self, options: Mapping[str, Any]) -> None:
         self.log: list[Any] | None = options.get("log")

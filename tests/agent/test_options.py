@@ -101,6 +101,7 @@ class Flavour(condukt.Tool):
 
 
 class WithInit(condukt.Agent):
+    extra_options = frozenset({"flavour", "seen"})
     async def init(self, options: Mapping[str, Any]) -> None:
         options["seen"].append(dict(options))
         self.flavour = options["flavour"]

@@ -31,6 +31,7 @@ from condukt.telemetry import otel
 
 class Logged(condukt.Agent):
     """An agent that logs its events to ``options["log"]`` (when given)."""
+    extra_options = frozenset({"log"})
 
     async def init(self, options: Mapping[str, Any]) -> None:
         self.log: list[Any] | None = options.get("log")

@@ -403,6 +403,7 @@ async def test_bash_does_not_pass_on_credential_like_host_variables(
 
 class Vaulted(condukt.Agent):
     """Declares its secrets with the ``secrets()`` method, from a value set in ``init``."""
+    extra_options = frozenset({"vault_value"})
 
     async def init(self, options: Mapping[str, Any]) -> None:
         self.vault_value = options.get("vault_value", "method-value")

@@ -41,6 +41,7 @@ class Timeline:
 
 class Probe(condukt.Agent):
     """A child that records its handle and start options in ``options["probe"]``."""
+    extra_options = frozenset({"probe"})
 
     async def init(self, options: Mapping[str, Any]) -> None:
         probe = options.get("probe")

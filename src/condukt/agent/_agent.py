@@ -179,6 +179,11 @@ class Agent(Server):
     output_retries: ClassVar[int] = 2
     #: Sub-agents of one agent that may run at the same time.
     max_concurrent_subagents: ClassVar[int] = 4
+    #: Follow-ups that may wait behind a run; more raise :class:`Busy` (bounded like a mailbox).
+    max_follow_ups: ClassVar[int] = 100
+    #: Start options a subclass understands beyond :data:`AGENT_OPTIONS` (read them in ``init``).
+    #: Any other option is refused at start, so a typo never passes silently.
+    extra_options: ClassVar[frozenset[str]] = frozenset()
     #: Append ``AGENTS.md`` / ``CLAUDE.md`` / skills from ``cwd`` to the system prompt.
     load_project_instructions: ClassVar[bool] = True
     #: A :class:`~condukt.sessions.SessionStore`: save after every turn, reload on restart.
@@ -232,6 +237,12 @@ class Agent(Server):
     # ------------------------------------------------------------------ start
 
     async def _boot(self, **options: Any) -> None:
+        unknown = set(options) - AGENT_OPTIONS - type(self).extra_options
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unknown start option(s) {', '.join(sorted(unknown))}; "
+                f"declare custom ones in {type(self).__name__}.extra_options"
+            )
         self.options: dict[str, Any] = options
         self.session_id: str = str(options.get("id") or uuid7())
         # abspath, not resolve(): no symlink walk on every start (confinement
@@ -418,6 +429,9 @@ class Agent(Server):
         if kind is FollowUp:
             if self._active is None and not self._follow_ups:
                 self._start_run(RunRequest(request.text, timeout=self.config_run_timeout), None, None)
+            elif len(self._follow_ups) >= type(self).max_follow_ups:
+                caller.reply_error(Busy(f"{len(self._follow_ups)} follow-ups are already queued"))
+                return NO_REPLY
             else:
                 self._follow_ups.append(request.text)
             return None

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 
+from ..events import Event
 from ..messages import ImageBlock
 from ..otp import current_node, open_node
 from ._agent import Agent
@@ -26,6 +27,7 @@ async def run(
     timeout: float | None = 300,
     max_turns: int | None = None,
     images: Iterable[ImageBlock | str | os.PathLike[str]] | None = None,
+    on_event: Callable[[Event], Awaitable[None]] | None = None,
     **options: Any,
 ) -> Any:
     """Run one prompt on a transient agent and return its answer.
@@ -33,8 +35,8 @@ async def run(
     ``await condukt.run("prompt", model=..., tools=[...], system_prompt=..., output=...)``
     uses a plain :class:`Agent`; ``await condukt.run(MyAgent, "prompt", ...)``
     uses ``MyAgent`` (its tools, system prompt and model, overridable by
-    ``options``). ``output``/``input``/``input_schema`` work as in
-    :meth:`AgentHandle.run`.
+    ``options``). ``output``/``input``/``input_schema``/``on_event`` work as
+    in :meth:`AgentHandle.run`; other keywords are start options.
 
     The agent starts under the current node (inside ``open_node``), or a
     temporary node otherwise, and is always stopped afterwards: when the run
@@ -64,6 +66,7 @@ async def run(
         "timeout": timeout,
         "max_turns": max_turns,
         "images": images,
+        "on_event": on_event,
     }
     node = current_node()
     if node is not None:

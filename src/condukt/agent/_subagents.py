@@ -204,6 +204,8 @@ class SubagentTool(Tool):
             options["secrets"] = parent._secrets.env  # resolved values, not providers run again
         if parent._redactor is not None:
             options["redactor"] = parent._redactor  # also when set as a class attribute
+        if parent.config_confine:
+            options["confine_to_cwd"] = True  # a confined parent never has unconfined children
         options.update(role.options)
         child = await supervisor.start_child(ChildSpec(None, role.agent, kwargs=options, restart="temporary"))
         child_id = child.session_id

@@ -309,6 +309,7 @@ class open_node:  # noqa: N801 - named like trio's open_* context managers
                 root._request_exit("shutdown", terminate=True, timeout=None)
                 await root.wait()
             await node._run_close_callbacks()
+            node.pubsub.close()
         if self._token is not None:
             _current_node.reset(self._token)
         assert self._nursery is not None

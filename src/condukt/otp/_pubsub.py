@@ -103,6 +103,12 @@ class PubSub:
             for subscription in topics.get(ALL, ()):
                 subscription._push(message)
 
+    def close(self) -> None:
+        """Close every subscription (the node is closing): their iterations end."""
+        for subscriptions in list(self._topics.values()):
+            for subscription in list(subscriptions):
+                subscription.close()
+
     def _remove(self, subscription: Subscription) -> None:
         subscriptions = self._topics.get(subscription.topic)
         if subscriptions is not None:
