@@ -93,7 +93,7 @@ async def measure_ours(
     return elapsed / n * 1e6, mem / n, rss / n, dyn
 
 
-async def stop_cost(node: condukt.Node, alive: int, samples: int = 2_000) -> float:
+async def stop_cost(node: condukt.Node, alive: int, samples: int = 2_000, collect: bool = True) -> float:
     dyn = await node.start_dynamic_supervisor()
     spec = condukt.ChildSpec(None, Idle, restart="temporary")
     for _ in range(alive):
@@ -101,10 +101,14 @@ async def stop_cost(node: condukt.Node, alive: int, samples: int = 2_000) -> flo
     await trio.sleep(0)  # let them all reach their loops first
     victims = [await dyn.start_child(spec) for _ in range(samples)]
     await trio.sleep(0)
+    gc.collect()
+    if not collect:
+        gc.disable()
     t0 = time.perf_counter()
     for handle in victims:
         await handle.stop()
     elapsed = time.perf_counter() - t0
+    gc.enable()
     await dyn.stop("shutdown", timeout=None)
     return elapsed / samples * 1e6
 
@@ -141,6 +145,10 @@ async def main() -> None:
         stop_all = (time.perf_counter() - t0) / N * 1e6
         stop_small = await stop_cost(node, 10)
         stop_large = await stop_cost(node, N)
+        # The same without the cyclic GC: what the runtime itself costs (a
+        # gen-2 collection walks every live object, whoever allocated them).
+        stop_small_nogc = await stop_cost(node, 10, collect=False)
+        stop_large_nogc = await stop_cost(node, N, collect=False)
         cycle = await restart_cycle(node)
     report(
         [
@@ -153,9 +161,12 @@ async def main() -> None:
             ("supervisor shutdown of all (µs/proc)", stop_all, "µs"),
             ("stop one, 10 others alive (µs)", stop_small, "µs"),
             (f"stop one, {N} others alive (µs)", stop_large, "µs"),
+            ("stop one, 10 others alive, GC off (µs)", stop_small_nogc, "µs"),
+            (f"stop one, {N} others alive, GC off (µs)", stop_large_nogc, "µs"),
             ("restart cycle: crash -> restart -> whereis (µs)", cycle, "µs"),
         ]
     )
+    print(f"stop cost ratio with GC off ({N} alive / 10 alive): {stop_large_nogc / stop_small_nogc:.2f}x")
     print(f"stop cost ratio ({N} alive / 10 alive): {stop_large / stop_small:.2f}x (should be ~1x)")
     print(f"memory per idle process vs raw task+channel: {our_mem / raw_mem:.2f}x (limit 1.3x)")
     print(f"spawn time per process vs raw task+channel: {our_t / raw_t:.2f}x (limit 1.5x)")
