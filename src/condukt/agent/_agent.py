@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -515,6 +516,15 @@ class Agent(Server):
             logger.error("%r: compaction failed; history left as is", self.handle, exc_info=exc)
         await self._save()
 
+    def _listened(self, state: _RunState) -> bool:
+        """Whether anyone receives this run's events (else per-call events need not be built)."""
+        return (
+            state.sink is not None
+            or state.request.on_event is not None
+            or self._event_hook
+            or bool(self.handle._node.pubsub)
+        )
+
     async def _emit(self, state: _RunState, event: Event) -> None:
         pubsub = self.handle._node.pubsub
         if pubsub:
@@ -539,8 +549,7 @@ class Agent(Server):
         request = state.request
         max_turns = _positive_int("max_turns", request.max_turns or self.config_max_turns)
 
-        async def emit(event: Event) -> None:
-            await self._emit(state, event)
+        emit = functools.partial(self._emit, state)  # cheaper per event than a closure
 
         await emit(AgentStart(self.session_id, self._scrub(request.prompt)))
         self._runs += 1
@@ -769,7 +778,8 @@ class Agent(Server):
             )
 
     async def _tool_started(self, call: ToolCall, state: _RunState, emit: Any) -> tuple[float, Any]:
-        await emit(ToolCallStart(call.id, call.name, call.arguments))
+        if self._listened(state):
+            await emit(ToolCallStart(call.id, call.name, call.arguments))
         meta = None
         if telemetry.enabled():
             meta = {
@@ -808,7 +818,8 @@ class Agent(Server):
             else:
                 error = {"error_type": type(crash).__name__, "error": self._scrub(str(crash))}
                 telemetry.emit(("condukt", "tool", "exception"), {"duration": elapsed}, {**meta, **error})
-        await emit(ToolCallEnd(call.id, call.name, _display(content), is_error, elapsed))
+        if self._listened(state):
+            await emit(ToolCallEnd(call.id, call.name, _display(content), is_error, elapsed))
         return ToolResultMessage(call.id, call.name, content, is_error)
 
     def _tool_context(self, tool: Tool, call: ToolCall, emit: Any) -> ToolContext:
@@ -837,11 +848,12 @@ class Agent(Server):
         problem = tool.validate(call.arguments)
         if problem is not None:
             return (*_error(f"invalid arguments for {call.name}: {problem}"), None)
-        timeout = self._timeout_of(call)
         context = self._tool_context(tool, call, emit)
+        timeout = None
         try:
             if not scoped:
                 return render_result(await tool.call(dict(call.arguments), context)), False, None
+            timeout = self._timeout_of(call)
             with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:
                 value = await tool.call(dict(call.arguments), context)
                 return render_result(value), False, None

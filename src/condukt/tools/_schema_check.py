@@ -140,6 +140,9 @@ def _compile(schema: Any) -> Check | None:
         return lambda v: True
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:  # the common case (a type and its properties): no generator
+        first, second = checks
+        return lambda v: first(v) and second(v)
     return lambda v: all(c(v) for c in checks)
 
 

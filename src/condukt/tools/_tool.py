@@ -49,7 +49,9 @@ class ToolError(ConduktError):
     """
 
 
-@attrs.frozen
+# Not frozen: one is built per tool call on the hot path, and a frozen attrs
+# __init__ costs three times as much. It belongs to the call it is given to.
+@attrs.define
 class ToolContext:
     """What a tool call knows about its caller.
 
