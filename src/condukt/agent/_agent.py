@@ -226,6 +226,13 @@ class Agent(Server):
         """
         return {}
 
+    def _has_terminate(self) -> bool:
+        return (
+            self._subagent_sup is not None
+            or telemetry.enabled()
+            or type(self).terminate is not Agent.terminate
+        )
+
     async def terminate(self, reason: Any) -> None:
         """Stops this agent's sub-agents. Call ``super().terminate(reason)`` when overriding."""
         supervisor = self._subagent_sup
@@ -248,15 +255,15 @@ class Agent(Server):
         self.session_id: str = str(options.get("id") or uuid7())
         # abspath, not resolve(): no symlink walk on every start (confinement
         # compares real paths itself).
-        cwd = Path(os.path.abspath(os.path.expanduser(options.get("cwd") or ".")))
-        if not cwd.is_dir():
+        cwd = os.path.abspath(os.path.expanduser(options.get("cwd") or "."))
+        if not os.path.isdir(cwd):
             raise ValueError(f"cwd {cwd} is not a directory")
-        self.cwd: Path = cwd
+        self.cwd: Path = Path(cwd)
         self.messages: list[Message] = []
         self._active: _RunState | None = None
         self._follow_ups: deque[str] = deque()
         self._subagent_sup: Any = None
-        self._subagent_lock = trio.Lock()
+        self._subagent_lock: trio.Lock | None = None
         self._created_at = time.time()
         await self.init(options)
         cls = type(self)
@@ -389,6 +396,8 @@ class Agent(Server):
 
     async def _subagent_supervisor(self) -> Any:
         """This agent's sub-agent supervisor, started on first use."""
+        if self._subagent_lock is None:
+            self._subagent_lock = trio.Lock()
         async with self._subagent_lock:
             supervisor = self._subagent_sup
             if supervisor is None or not supervisor.alive:

@@ -669,7 +669,7 @@ class Handle:
     async def _terminate(self, reason: ExitReason, timeout: float | None) -> ExitReason:
         server = self._server
         assert server is not None
-        if type(server).terminate is Server.terminate:
+        if not server._has_terminate():
             return reason
         deadline = math.inf if timeout is None else trio.current_time() + timeout
         with trio.CancelScope(deadline=deadline, shield=True) as scope:
@@ -782,6 +782,12 @@ class Server:
         # What the runtime runs at start. Layers built on Server (agents) wrap
         # ``init`` here with their own set-up; plain servers just run ``init``.
         await self.init(*args, **kwargs)
+
+    def _has_terminate(self) -> bool:
+        # Whether ``terminate`` has work to do; skipping it saves a shielded
+        # cancel scope per exit. Layers that override terminate for
+        # occasional work refine this.
+        return type(self).terminate is not Server.terminate
 
     async def init(self, *args: Any, **kwargs: Any) -> None:
         """Set up state from the ``spawn`` arguments. Runs before ``spawn`` returns."""
