@@ -28,17 +28,11 @@ from condukt.events import Event
 from condukt.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from condukt.telemetry import otel
 
+from agent.helpers import Recorder
 
-class Logged(condukt.Agent):
-    """An agent that logs its events to ``options["log"]`` (when given)."""
-    extra_options = frozenset({"log"})
 
-    async def init(self, options: Mapping[str, Any]) -> None:
-        self.log: list[Any] | None = options.get("log")
-
-    async def handle_event(self, event: Any) -> None:
-        if self.log is not None:
-            self.log.append(event)
+#: An agent that logs its events to ``options["log"]`` (the agent suite's helper).
+Logged = Recorder
 
 
 class Echo(condukt.Tool):

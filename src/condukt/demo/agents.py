@@ -37,7 +37,7 @@ PROJECT = {
 
 
         def mean(values):
-            # TODO: an empty list crashes with ZeroDivisionError
+            # BUG: an empty list crashes with ZeroDivisionError
             return sum(values) / len(values)
         '''
     ),
@@ -131,7 +131,7 @@ def scripted_explorer() -> ScriptedModel:
     return ScriptedModel(
         [
             call("glob", {"pattern": "**/*.py"}),
-            [call("grep", {"pattern": "TODO"}), call("read", {"path": "check.py"})],
+            [call("grep", {"pattern": "BUG"}), call("read", {"path": "check.py"})],
             reply("`calc.ops.mean` divides by zero on an empty list; check.py expects mean([]) == 0."),
         ]
     )
@@ -146,7 +146,7 @@ def scripted_fixer() -> ScriptedModel:
                 "edit",
                 {
                     "path": "calc/ops.py",
-                    "old_text": "    # TODO: an empty list crashes with ZeroDivisionError\n"
+                    "old_text": "    # BUG: an empty list crashes with ZeroDivisionError\n"
                     "    return sum(values) / len(values)",
                     "new_text": "    if not values:\n        return 0\n    return sum(values) / len(values)",
                 },
@@ -239,7 +239,7 @@ async def main() -> None:
                     await narrate(name, events)
 
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(work, "explorer", "Find the bug behind the TODO and explain it.")
+                nursery.start_soon(work, "explorer", "Find the bug marked BUG and explain it.")
                 nursery.start_soon(work, "fixer", "Make check.py pass.")
 
             print("\n3. flaky's loop crashes; its supervisor restarts it\n")

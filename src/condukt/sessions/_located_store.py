@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import os
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -15,7 +16,7 @@ from ._snapshot import Snapshot
 __all__ = ["LocatedStore"]
 
 
-class LocatedStore:
+class LocatedStore(abc.ABC):
     """A store at a file-system location, which never overwrites what it cannot read.
 
     Subclasses give :attr:`default_location` (relative to the agent's cwd),
@@ -98,16 +99,18 @@ class LocatedStore:
             raise StoreNotBound(f"{name}() has no location: pass one, or bind(cwd) the store first")
         return self._location
 
+    @abc.abstractmethod
     def _hold(self, key: str) -> AbstractAsyncContextManager[object]:
         """A lock that serialises the operations on ``key``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _load_sync(self, location: Path, key: str) -> Snapshot | None:
-        raise NotImplementedError
+        """Read the snapshot under ``key`` (in a worker thread)."""
 
+    @abc.abstractmethod
     def _save_sync(self, location: Path, key: str, snapshot: Snapshot, check: bool) -> None:
         """Store ``snapshot``; if ``check``, first raise what a load would for unreadable data there."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _delete_sync(self, location: Path, key: str) -> None:
-        raise NotImplementedError
+        """Remove the data under ``key`` (in a worker thread)."""
