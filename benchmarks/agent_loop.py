@@ -17,10 +17,10 @@ import tracemalloc
 from typing import Any
 
 import trio
+from _common import report, rss_kb
 
 import condukt
 from condukt.messages import AssistantMessage, TextBlock, ToolCall, Usage
-from _common import report, rss_kb
 
 RUNS = 2_000
 CONCURRENT = 10_000

@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 
 import trio
+from _common import best_of, report
 
 import condukt
-from _common import best_of, report
 
 N = 50_000
 CALLERS, PER_CALLER = 1_000, 100

@@ -14,9 +14,9 @@ import time
 import tracemalloc
 
 import trio
+from _common import report, rss_kb
 
 import condukt
-from _common import report, rss_kb
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 

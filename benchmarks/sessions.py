@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from _common import report
 
 import condukt
 from condukt.messages import AssistantMessage, TextBlock, ToolCall, Usage
 from condukt.sessions import DiskStore, MemoryStore, SQLiteStore
-from _common import report
 
 TURNS = 100
 

@@ -11,13 +11,14 @@ so a test can grep all of it at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import attrs
 import pytest
 import trio
+from agent.helpers import Recorder
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -27,9 +28,6 @@ from condukt import serialization, telemetry
 from condukt.events import Event
 from condukt.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from condukt.telemetry import otel
-
-from agent.helpers import Recorder
-
 
 #: An agent that logs its events to ``options["log"]`` (the agent suite's helper).
 Logged = Recorder

@@ -107,7 +107,7 @@ def test_a_run_becomes_nested_spans_with_usage(
 
     chats = [span for span in spans if span.name == "chat claude-sonnet-4-5"]
     assert [span.attributes["condukt.turn"] for span in chats] == [1, 2]  # type: ignore[index]
-    for chat, (tokens_in, tokens_out, reason) in zip(chats, [(100, 20, "tool_use"), (150, 30, "end_turn")]):
+    for chat, (tokens_in, tokens_out, reason) in zip(chats, [(100, 20, "tool_use"), (150, 30, "end_turn")], strict=True):
         assert parent_id(chat) == span_id(run)
         assert chat.context is not None and run.context is not None
         assert chat.context.trace_id == run.context.trace_id

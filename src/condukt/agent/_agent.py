@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 import trio
 
+from .. import telemetry
 from ..compaction import Compactor, compact_with
 from ..events import (
     AgentEnd,
@@ -29,6 +30,7 @@ from ..events import (
     TurnEnd,
     TurnStart,
 )
+from ..instructions import load_project_instructions
 from ..messages import (
     AssistantMessage,
     ImageBlock,
@@ -40,10 +42,8 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ..instructions import load_project_instructions
 from ..otp import NO_REPLY, Caller, ChildSpec, Server
 from ..providers import Model, ModelError, ModelRequest, resolve_model, validate_thinking_level
-from .. import telemetry
 from ..redaction import Redactor
 from ..secrets import resolve_secrets
 from ..serialization import unstructure
@@ -274,7 +274,9 @@ class Agent(Server):
         if self._redactor is not None and (
             isinstance(self._redactor, type) or not isinstance(self._redactor, Redactor)
         ):
-            raise TypeError(f"redactor must have a redact(text) method (an instance, not a class), got {self._redactor!r}")
+            raise TypeError(
+                f"redactor must have a redact(text) method (an instance, not a class), got {self._redactor!r}"
+            )
         self._compactor = options.get("compactor", cls.compactor)
         if self._compactor is not None and (
             isinstance(self._compactor, type) or not isinstance(self._compactor, Compactor)

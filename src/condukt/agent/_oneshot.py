@@ -6,7 +6,6 @@ import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-
 from ..events import Event
 from ..messages import ImageBlock
 from ..otp import current_node, open_node

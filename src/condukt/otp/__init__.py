@@ -35,8 +35,8 @@ from ._errors import (
     TooManyChildren,
 )
 from ._node import Monitor, Node, current_node, open_node
-from ._pubsub import Subscription
 from ._process import DEFAULT_MAILBOX_SIZE, Caller, Handle, MonitorRef, Server, TimerRef, UnhandledMessage
+from ._pubsub import Subscription
 from ._signals import NO_REPLY, Down, Exit, ExitReason, is_normal_exit, is_shutdown_exit
 from ._supervisor import Supervisor, SupervisorHandle
 

@@ -15,9 +15,9 @@ from ._child_spec import ChildSpec, start_process, validate_intensity, validate_
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
 from ._errors import ConduktError, NameTaken
 from ._process import _DEAD, Handle, MonitorRef, Server
+from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
 from ._signals import Down
 from ._supervisor import Supervisor, SupervisorHandle
-from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
 from ._timers import TimerService
 
 __all__ = ["Monitor", "Node", "current_node", "open_node"]

@@ -262,7 +262,7 @@ class HttpModel(abc.ABC):
         thinking level or output cap change (the agent sends the same ones every turn)."""
         key = (request.system_prompt, request.tools, request.thinking_level, request.max_tokens)
         cached = self._head_key
-        if cached is None or not all(a is b or a == b for a, b in zip(key, cached)):
+        if cached is None or not all(a is b or a == b for a, b in zip(key, cached, strict=True)):
             self._head = self.encode_head(request)
             self._head_key = key
         return self._head

@@ -133,7 +133,9 @@ def _contains_structured(hint: Any) -> bool:
 @typing.overload
 def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 @typing.overload
-def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
 def tool(

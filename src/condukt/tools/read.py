@@ -7,8 +7,8 @@ from typing import Any
 import trio
 
 from ..messages import ImageBlock
-from ._output import MAX_BYTES, MAX_LINES, truncate
 from ._files import read_file_bytes
+from ._output import MAX_BYTES, MAX_LINES, truncate
 from ._tool import Tool, ToolContext, ToolError
 
 __all__ = ["Read", "IMAGE_TYPES", "MAX_IMAGE_BYTES"]
