@@ -53,10 +53,16 @@ class ImageBlock:
 
 @attrs.frozen
 class ThinkingBlock:
-    """A model's reasoning. ``signature`` is the provider's opaque token, if any."""
+    """A model's reasoning. ``signature`` is the provider's opaque token, if any.
+
+    ``redacted`` holds reasoning the provider encrypted instead of showing
+    (Anthropic's ``redacted_thinking``; ``thinking`` is then empty): it is
+    kept only to be sent back unchanged, as the provider requires.
+    """
 
     thinking: str
     signature: str | None = None
+    redacted: str | None = None
 
 
 @attrs.frozen

@@ -92,8 +92,10 @@ def _encode_message(message: Any) -> _Encoded:
             arguments = block.arguments if isinstance(block.arguments, dict) else {}
             blocks.append({"type": "tool_use", "id": block.id, "name": block.name, "input": arguments})
         elif block_kind is ThinkingBlock:
-            # Only Anthropic's own (signed) thinking can be sent back.
-            if block.signature:
+            # Only Anthropic's own (signed or encrypted) thinking can be sent back.
+            if block.redacted:
+                blocks.append({"type": "redacted_thinking", "data": block.redacted})
+            elif block.signature:
                 blocks.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
         elif block_kind is ImageBlock:
             blocks.append(_image(block))
@@ -195,6 +197,8 @@ class AnthropicModel(HttpModel):
                     blocks.append(TextBlock(item["text"]))
                 elif kind == "thinking":
                     blocks.append(ThinkingBlock(item.get("thinking", ""), item.get("signature")))
+                elif kind == "redacted_thinking":
+                    blocks.append(ThinkingBlock("", None, item["data"]))
                 elif kind == "tool_use":
                     blocks.append(ToolCall(item["id"], item["name"], item.get("input") or {}))
             return AssistantMessage(
@@ -212,7 +216,7 @@ class AnthropicModel(HttpModel):
 
 
 class _Block:
-    __slots__ = ("id", "initial", "kind", "name", "parts", "signature")
+    __slots__ = ("data", "id", "initial", "kind", "name", "parts", "signature")
 
     def __init__(self, kind: str, data: dict[str, Any]) -> None:
         self.kind = kind
@@ -221,6 +225,7 @@ class _Block:
         self.name = data.get("name", "")
         self.initial = data.get("input")
         self.signature = data.get("signature") or None
+        self.data = data.get("data")
         initial_text = data.get("text") or data.get("thinking")
         if initial_text:
             self.parts.append(initial_text)
@@ -233,7 +238,9 @@ class _Block:
             return ThinkingBlock("".join(self.parts), self.signature)
         if kind == "tool_use":
             return ToolCall(self.id, self.name, _arguments("".join(self.parts), self.initial))
-        return None  # redacted thinking, server tools: not represented
+        if kind == "redacted_thinking" and self.data:
+            return ThinkingBlock("", None, self.data)
+        return None  # server tools and block types added later: not represented
 
 
 class _Stream(StreamAssembler):
