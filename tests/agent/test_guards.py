@@ -88,3 +88,30 @@ async def test_a_confined_parent_never_has_unconfined_children(tmp_path: Path) -
     assert read_result.is_error
     assert "outside the working directory" in read_result.text
     assert "secret plans" not in repr(child_model.requests) + repr(parent_model.requests)
+
+
+async def test_a_steer_too_late_for_its_run_becomes_a_follow_up(autojump_clock: Any) -> None:
+    from condukt.messages import UserMessage
+
+    class Slow(condukt.Tool):
+        name = "slow"
+        description = "Takes a while."
+
+        async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> str:
+            await trio.sleep(5)
+            return "slow done"
+
+    model = ScriptedModel([call("slow"), reply("steer answered")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[Slow], max_turns=1)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.run, "go")
+            await trio.sleep(1)
+            await agent.steer("and also this")  # the run stops at max_turns before another request
+        await trio.sleep(1)
+        history = await agent.history()
+    user_texts = [m.text for m in history if isinstance(m, UserMessage)]
+    assert user_texts == ["go", "and also this"]
+    assert history[-1].text == "steer answered"
+    assert len(model.requests) == 2  # the limited run made one request, the follow-up the other
+    assert model.requests[-1].messages[-1].text == "and also this"

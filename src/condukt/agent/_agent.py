@@ -501,10 +501,13 @@ class Agent(Server):
             try:
                 result = await self._execute(state)
             except (Aborted, RunTimeout, ModelError, InvalidOutput, NoResultSubmitted) as exc:
+                if not isinstance(exc, Aborted):
+                    self._keep_steers(state)
                 await self._after_run()
                 if state.caller is not None:
                     state.caller.reply_error(exc)
             else:
+                self._keep_steers(state)
                 await self._after_run()
                 if state.caller is not None:
                     state.caller.reply(result)
@@ -517,6 +520,12 @@ class Agent(Server):
         if self._follow_ups:
             text = self._follow_ups.popleft()
             self._start_run(RunRequest(text, timeout=self.config_run_timeout), None, None)
+
+    def _keep_steers(self, state: _RunState) -> None:
+        """Steers that arrived too late for the run (it ended first) become follow-ups, not losses."""
+        if state.steer:
+            self._follow_ups.extendleft(reversed(state.steer))
+            state.steer.clear()
 
     async def _after_run(self) -> None:
         try:
