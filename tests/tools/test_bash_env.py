@@ -35,3 +35,25 @@ async def test_the_agents_own_api_key_is_redacted_from_tool_results(tmp_path: Pa
         history = await agent.history()
     assert history[2].text == "key: [REDACTED:API_KEY]"
     assert "sk-test-agent-key-abcdef" not in repr(model.requests)
+
+
+async def test_the_models_timeout_is_capped_by_max_timeout(tmp_path: Path) -> None:
+    model = ScriptedModel([call("bash", {"command": "sleep 30", "timeout": 100000}), reply("done")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(
+            condukt.Agent, model=model, tools=[condukt.tools.Bash(max_timeout=0.5)], cwd=tmp_path
+        )
+        await agent.run("go")
+        result = (await agent.history())[2]
+    assert result.is_error
+    assert "timed out after 0.5 seconds" in result.text
+
+
+async def test_command_timeouts_are_capped_too(tmp_path: Path) -> None:
+    tool = condukt.tools.Command(command="sleep", max_timeout=0.5)
+    model = ScriptedModel([call("sleep", {"args": ["30"], "timeout": 9999}), reply("done")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[tool], cwd=tmp_path)
+        await agent.run("go")
+        result = (await agent.history())[2]
+    assert "timed out after 0.5 seconds" in result.text

@@ -20,7 +20,16 @@ import trio
 from ._output import MAX_BYTES
 from ._tool import ToolError
 
-__all__ = ["BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "ProcessOutput", "format_result", "run_process"]
+__all__ = [
+    "BASE_ENV",
+    "CREDENTIAL_NAME",
+    "MAX_TIMEOUT",
+    "SAFE_ENV_VARS",
+    "ProcessOutput",
+    "effective_timeout",
+    "format_result",
+    "run_process",
+]
 
 #: Variables a ``Command`` inherits from the host environment.
 SAFE_ENV_VARS = (
@@ -35,6 +44,10 @@ CREDENTIAL_NAME = re.compile(
 
 #: Set for every tool subprocess: no pagers, no terminal escapes.
 BASE_ENV = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
+
+#: The longest timeout a model may ask ``Bash``/``Command`` for, unless the
+#: tool's ``max_timeout`` option says otherwise.
+MAX_TIMEOUT = 3600.0
 
 _KEEP = 4 * MAX_BYTES  # raw bytes kept before truncation to the model's limits
 _DRAIN_GRACE = 2.0  # seconds to collect output after the group was killed
@@ -130,6 +143,13 @@ async def run_process(
         timed_out,
         total,
     )
+
+
+def effective_timeout(requested: object, opts: Mapping[str, object], default: float) -> float:
+    """The model's requested timeout (else the tool's default), capped by ``max_timeout``."""
+    cap = float(opts.get("max_timeout") or MAX_TIMEOUT)  # type: ignore[arg-type]
+    chosen = float(requested or opts.get("timeout") or default)  # type: ignore[arg-type]
+    return min(chosen, cap)
 
 
 def format_result(result: ProcessOutput, timeout: float, redact: Mapping[str, str] | None = None) -> str:

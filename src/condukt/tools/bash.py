@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ._output import MAX_BYTES, MAX_LINES
-from ._subprocess import BASE_ENV, CREDENTIAL_NAME, format_result, run_process
+from ._subprocess import BASE_ENV, CREDENTIAL_NAME, effective_timeout, format_result, run_process
 from ._tool import Tool, ToolContext
 
 __all__ = ["Bash", "DEFAULT_TIMEOUT"]
@@ -20,7 +20,9 @@ class Bash(Tool):
 
     Returns stdout and stderr combined, truncated to 2000 lines / 50 KiB,
     followed by ``(exit code: N)`` when it is not 0. On timeout or abort the
-    whole process group is killed. The environment is the host's minus
+    whole process group is killed. The model picks the timeout (default
+    120 s, or the ``timeout`` option), capped by the ``max_timeout`` option
+    (default one hour). The environment is the host's minus
     variables whose names look like credentials (``*API_KEY*``, ``*TOKEN*``,
     ``*SECRET*``, ``*PASSWORD*``...: declare what a command needs as an agent
     secret), plus the agent's secrets, with ``TERM=dumb`` and no pagers. Bash is a full shell:
@@ -52,7 +54,7 @@ class Bash(Tool):
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
         """Run the command."""
         cwd = context.resolve_path(args["cwd"]) if args.get("cwd") else context.cwd
-        timeout = float(args.get("timeout") or self.opts.get("timeout", DEFAULT_TIMEOUT))
+        timeout = effective_timeout(args.get("timeout"), self.opts, DEFAULT_TIMEOUT)
         env = {k: v for k, v in os.environ.items() if not CREDENTIAL_NAME.search(k)}
         env.update(BASE_ENV)
         env.update(context.secrets)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._output import MAX_BYTES, MAX_LINES
-from ._subprocess import BASE_ENV, SAFE_ENV_VARS, format_result, run_process
+from ._subprocess import BASE_ENV, MAX_TIMEOUT, SAFE_ENV_VARS, effective_timeout, format_result, run_process
 from ._tool import Tool, ToolContext, ToolError
 
 __all__ = ["Command"]
@@ -23,7 +23,8 @@ class Command(Tool):
     ``description`` (defaults derived from the command), ``env`` (variables
     set by trusted code, e.g. tokens: never shown to the model, never in
     history or events; their values are redacted from the output) and
-    ``timeout`` (default seconds). The model passes ``args`` (a list of
+    ``timeout`` (default seconds) and ``max_timeout`` (the most the model
+    may ask for; one hour by default). The model passes ``args`` (a list of
     strings, no shell parsing), optionally ``cwd`` and ``timeout``.
 
     The subprocess gets a minimal environment: a few safe host variables
@@ -41,11 +42,14 @@ class Command(Tool):
         description: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float = _DEFAULT_TIMEOUT,
+        max_timeout: float = MAX_TIMEOUT,
     ) -> None:
         if not isinstance(command, str) or not command:
             raise ValueError("Command needs a non-empty command= option")
         env = {str(k): str(v) for k, v in (env or {}).items()}
-        super().__init__(command=command, name=name, description=description, env=env, timeout=timeout)
+        super().__init__(
+            command=command, name=name, description=description, env=env, timeout=timeout, max_timeout=max_timeout
+        )
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -84,7 +88,7 @@ class Command(Tool):
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
         """Run the command with ``args["args"]``."""
         cwd = context.resolve_path(args["cwd"]) if args.get("cwd") else context.cwd
-        timeout = float(args.get("timeout") or self.opts["timeout"])
+        timeout = effective_timeout(args.get("timeout"), self.opts, _DEFAULT_TIMEOUT)
         trusted: dict[str, str] = self.opts["env"]
         env = {k: os.environ[k] for k in SAFE_ENV_VARS if k in os.environ}
         env.update(BASE_ENV)
