@@ -28,6 +28,8 @@ import condukt
 from condukt import events as ev
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
+from . import run_demo
+
 PROJECT = {
     "calc/__init__.py": "",
     "calc/ops.py": textwrap.dedent(
@@ -278,10 +280,7 @@ async def main() -> None:
 
 def run() -> None:
     """Entry point of ``python -m condukt.demo``."""
-    try:
-        trio.run(main)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run_demo(main)
 
 
 if __name__ == "__main__":

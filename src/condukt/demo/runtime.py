@@ -9,12 +9,13 @@ start order with every ``terminate`` called.
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
 import trio
 
 import condukt
+
+from . import run_demo
 
 
 def say(text: str) -> None:
@@ -117,10 +118,7 @@ async def main() -> None:
 
 def run() -> None:
     """Entry point of ``python -m condukt.demo runtime``."""
-    try:
-        trio.run(main)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run_demo(main)
 
 
 if __name__ == "__main__":
