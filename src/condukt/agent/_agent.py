@@ -226,7 +226,7 @@ class Agent(Server):
         """
         return {}
 
-    def _has_terminate(self) -> bool:
+    def needs_terminate(self) -> bool:
         return (
             self._subagent_sup is not None
             or telemetry.enabled()
@@ -244,7 +244,7 @@ class Agent(Server):
 
     # ------------------------------------------------------------------ start
 
-    async def _boot(self, **options: Any) -> None:
+    async def boot(self, **options: Any)  # type: ignore[override] -> None:
         unknown = set(options) - AGENT_OPTIONS - type(self).extra_options
         if unknown:
             raise TypeError(
@@ -542,11 +542,11 @@ class Agent(Server):
             state.sink is not None
             or state.request.on_event is not None
             or self._event_hook
-            or bool(self.handle._node.pubsub)
+            or bool(self.handle.node.pubsub)
         )
 
     async def _emit(self, state: _RunState, event: Event) -> None:
-        pubsub = self.handle._node.pubsub
+        pubsub = self.handle.node.pubsub
         if pubsub:
             pubsub.publish(self.session_id, AgentEvent(self.session_id, event))
         sink = state.sink

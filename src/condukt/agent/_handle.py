@@ -13,6 +13,7 @@ import trio
 from ..events import AgentEnd, Done, Error, Event
 from ..messages import ImageBlock, Message
 from ..otp import CallError, ConduktError, Handle, NoProc
+from ..otp.lowlevel import send_system, server_of
 from ..tools.read import IMAGE_TYPES
 from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, RunRequest, Steer
 from ._structured import render_input
@@ -76,7 +77,7 @@ class AgentHandle(Handle):
     __slots__ = ()
 
     def _agent(self) -> Agent:
-        server = self._server
+        server = server_of(self)
         if server is None:
             raise NoProc(f"{self!r} is not alive")
         return server  # type: ignore[return-value]
@@ -135,7 +136,7 @@ class AgentHandle(Handle):
             return await self.call(request, timeout=None)
         except trio.Cancelled:
             # Whoever wanted the answer is gone: do not leave the run going.
-            self._system(CancelRun(request))
+            send_system(self, CancelRun(request))
             raise
 
     def stream(

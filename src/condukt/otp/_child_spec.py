@@ -201,7 +201,7 @@ async def start_process(
             raise
         return handle
     try:
-        await server._boot(*args, **kwargs)
+        await server.boot(*args, **kwargs)
     except BaseException as exc:
         handle._init_task = None
         handle._exit(exc if isinstance(exc, Exception) else "killed", notify=False)

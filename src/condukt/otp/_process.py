@@ -648,7 +648,7 @@ class Handle:
         server = self._server
         assert server is not None
         try:
-            await server._boot(*self._args, **self._kwargs)
+            await server.boot(*self._args, **self._kwargs)
         except Exception as exc:
             if waiter is not None:
                 self._init_task = None
@@ -669,7 +669,7 @@ class Handle:
     async def _terminate(self, reason: ExitReason, timeout: float | None) -> ExitReason:
         server = self._server
         assert server is not None
-        if not server._has_terminate():
+        if not server.needs_terminate():
             return reason
         deadline = math.inf if timeout is None else trio.current_time() + timeout
         with trio.CancelScope(deadline=deadline, shield=True) as scope:
@@ -778,15 +778,23 @@ class Server:
 
     handle: Handle
 
-    async def _boot(self, *args: Any, **kwargs: Any) -> None:
-        # What the runtime runs at start. Layers built on Server (agents) wrap
-        # ``init`` here with their own set-up; plain servers just run ``init``.
+    async def boot(self, *args: Any, **kwargs: Any) -> None:
+        """Low-level hook for behaviours built on Server: what the runtime runs at start.
+
+        The default runs :meth:`init`. A behaviour (like ``condukt.Agent``)
+        overrides it to do its own set-up around its users' ``init``.
+        Application servers override ``init``, never this. What it raises
+        fails the start, as for ``init``. See :mod:`condukt.otp.lowlevel`.
+        """
         await self.init(*args, **kwargs)
 
-    def _has_terminate(self) -> bool:
-        # Whether ``terminate`` has work to do; skipping it saves a shielded
-        # cancel scope per exit. Layers that override terminate for
-        # occasional work refine this.
+    def needs_terminate(self) -> bool:
+        """Low-level hook: whether :meth:`terminate` has work to do at exit.
+
+        Skipping it saves a shielded cancel scope per exit. The default is
+        true when the class overrides ``terminate``; behaviours whose
+        ``terminate`` only sometimes has work refine it.
+        """
         return type(self).terminate is not Server.terminate
 
     async def init(self, *args: Any, **kwargs: Any) -> None:
