@@ -244,7 +244,7 @@ class Agent(Server):
 
     # ------------------------------------------------------------------ start
 
-    async def boot(self, **options: Any)  # type: ignore[override] -> None:
+    async def boot(self, **options: Any) -> None:  # type: ignore[override]
         unknown = set(options) - AGENT_OPTIONS - type(self).extra_options
         if unknown:
             raise TypeError(
