@@ -29,10 +29,14 @@ __all__ = [
 
 @attrs.frozen
 class AgentStart:
-    """A run began. ``session_id`` identifies the agent's conversation."""
+    """A run began. ``session_id`` identifies the agent's conversation, ``run_id`` the run.
+
+    ``run_id`` is what ``agent.abort(run_id)`` takes; it is unique within the node.
+    """
 
     session_id: str
     prompt: str
+    run_id: str = ""
 
 
 @attrs.frozen

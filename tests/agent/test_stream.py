@@ -58,7 +58,8 @@ async def test_stream_yields_every_event_in_order_and_done_last() -> None:
         AgentEnd,
         Done,
     ]
-    assert seen[0] == AgentStart(session_id, "Add 1 and 2")
+    assert seen[0] == AgentStart(session_id, "Add 1 and 2", events.run_id)
+    assert events.run_id == f"{session_id}/1"
     assert "".join(e.text for e in seen if type(e) is ThinkingDelta) == "Use the tool."
     deltas = [e.text for e in seen if type(e) is TextDelta]
     assert "".join(deltas) == "Let me add.The sum is 3."

@@ -108,8 +108,8 @@ async def test_a_dropped_stream_fails_the_run_and_leaves_no_partial_answer(
     assert stream.error is not None and stream.error.error_type == "StreamError"
     assert isinstance(events[-1], Done) and events[-1].status == "failed"
     assert len(server.requests) == 1  # text was streamed already: never retried
-    history = await agent.history()
-    assert [type(m) for m in history] == [UserMessage]
+    # No turn completed: the prompt goes too, so the next prompt does not follow an unanswered one.
+    assert await agent.history() == ()
 
 
 @both
@@ -215,7 +215,7 @@ async def test_abort_mid_stream_closes_the_connection(node: condukt.Node, server
     with trio.fail_after(5):
         await server.client_closed.wait()
     assert server.requests[0].client_closed
-    assert [type(m) for m in await agent.history()] == [UserMessage]
+    assert await agent.history() == ()  # nothing answered the prompt: it is not kept
 
 
 @both

@@ -9,8 +9,8 @@ import trio
 from agent.helpers import Add, assert_consistent, of_type, tool_results
 
 import condukt
-from condukt.events import AgentEnd, Done, Error
-from condukt.messages import ToolResultMessage
+from condukt.events import AgentEnd, Done, Error, ToolCallEnd
+from condukt.messages import AssistantMessage, ToolResultMessage, UserMessage
 from condukt.testing import ScriptedModel, call, reply
 
 from .helpers import BAD, GOOD, REVIEW_SCHEMA, Review, ReviewRecord, Verdict, tool_names
@@ -86,11 +86,13 @@ async def test_enum_violation_is_explained_to_the_model_which_may_retry() -> Non
         assert "maybe" in result.text and "approve" in result.text and "reject" in result.text
         assert "verdict" in result.text
         assert "2 attempt(s) left" in result.text
+        # The submit_result bookkeeping is not left in the history (later runs
+        # do not offer the tool): the run reads as the prompt and its result.
         history = await agent.history()
         assert_consistent(history)
-        accepted = history[-1]
-        assert isinstance(accepted, ToolResultMessage) and not accepted.is_error
-        assert accepted.text == "Result accepted."
+        assert [type(m) for m in history] == [UserMessage, AssistantMessage]
+        assert json.loads(history[-1].text) == GOOD
+        assert not any(isinstance(m, ToolResultMessage) for m in history)
 
 
 async def test_invalid_output_after_the_default_retry_budget() -> None:
@@ -104,11 +106,12 @@ async def test_invalid_output_after_the_default_retry_budget() -> None:
         assert info.value.errors and "maybe" in info.value.errors[0]
         last = tool_results(model.requests[2])[0]
         assert "attempt(s) left" in last.text  # the third submission was still announced as a retry
-        history = await agent.history()
-        assert_consistent(history)
-        assert len(history) == 1 + 2 * 3  # prompt + three complete invalid-submission turns
-        # The agent is usable again and its history is still well formed.
+        # Nothing but submit_result bookkeeping answered the prompt: the
+        # failed run leaves no trace, so the next prompt is not the second
+        # user message in a row, and no call to a tool it lacks is sent again.
+        assert await agent.history() == ()
         assert await agent.run("again") == "ok"
+        assert [m.text for m in model.requests[-1].messages] == ["again"]
         assert_consistent(await agent.history())
 
 
@@ -154,13 +157,19 @@ async def test_a_second_submission_is_refused_and_the_first_result_kept() -> Non
         for _ in range(20):
             model = ScriptedModel([[call("submit_result", GOOD), call("submit_result", other)]])
             agent = await spawn(node, model)
-            assert await agent.run("Review it", output=REVIEW_SCHEMA) == GOOD
+            ends: list[ToolCallEnd] = []
+
+            async def on_event(event: object) -> None:
+                if isinstance(event, ToolCallEnd):
+                    ends.append(event)
+
+            assert await agent.run("Review it", output=REVIEW_SCHEMA, on_event=on_event) == GOOD
+            first, second = ends
+            assert first.result == "Result accepted." and not first.is_error
+            assert second.is_error and "already submitted" in second.result
             history = await agent.history()
             assert_consistent(history)
-            first, second = history[-2:]
-            assert isinstance(first, ToolResultMessage) and first.text == "Result accepted."
-            assert isinstance(second, ToolResultMessage) and second.is_error
-            assert "already submitted" in second.text
+            assert json.loads(history[-1].text) == GOOD
             await agent.stop()
 
 

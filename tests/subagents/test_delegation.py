@@ -189,7 +189,8 @@ async def test_children_inherit_cwd_model_key_and_secrets(tmp_path: Path) -> Non
     for options in (near, far):
         assert options["model"] is model
         assert options["api_key"] == "sk-parent-key-123"
-        assert options["secrets"] == {"DEPLOY_TOKEN": "tok-abc-123"}  # the API key is not a tool secret
+        assert options["inherited_secrets"] == {"DEPLOY_TOKEN": "tok-abc-123"}  # the API key is not a tool secret
+        assert "secrets" not in options  # the child keeps its own secrets() (none here)
     results = {r.tool_call_id: r.text for r in tool_results(model.requests[-1])}
     assert sorted(results.values()) == [
         "child answered task for far",

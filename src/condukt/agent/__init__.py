@@ -1,6 +1,14 @@
-"""Agents: the :class:`Agent` behaviour, its process, and :class:`AgentHandle`."""
+"""Agents: the :class:`Agent` behaviour, its process, and :class:`AgentHandle`.
 
-from ._agent import AGENT_OPTIONS, Agent
+The agent layer is a short turn loop (:mod:`._loop`), a lifecycle state
+machine (:mod:`._lifecycle`) and features that plug in as capabilities
+(:class:`Capability`): persistence, compaction, scrubbing, project
+instructions, structured output, sub-agents, telemetry.
+"""
+
+from ._agent import Agent
+from ._capability import Capability
+from ._config import AGENT_OPTIONS, AgentConfig
 from ._errors import (
     Aborted,
     AgentError,
@@ -16,6 +24,8 @@ from ._handle import STREAM_BUFFER, AgentHandle, EventStream
 from ._ids import uuid7
 from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
+from ._run import Run
+from ._session import Session
 from ._subagents import Subagent, SubagentSupervisor
 
 __all__ = [
@@ -23,17 +33,21 @@ __all__ = [
     "STREAM_BUFFER",
     "Aborted",
     "Agent",
+    "AgentConfig",
     "AgentError",
     "AgentHandle",
     "BoundOperation",
     "Busy",
+    "Capability",
     "EventStream",
     "InvalidInput",
     "InvalidOutput",
     "NoResultSubmitted",
     "NotRunning",
     "Operation",
+    "Run",
     "RunTimeout",
+    "Session",
     "Subagent",
     "SubagentSupervisor",
     "UnknownOperation",

@@ -12,14 +12,16 @@ import trio
 
 from ..events import AgentEnd, Done, Error, Event
 from ..messages import ImageBlock, Message
-from ..otp import CallError, ConduktError, Handle, NoProc
+from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
 from ..otp.lowlevel import send_system, server_of
 from ..tools.read import IMAGE_TYPES
 from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, RunRequest, Steer
-from ._structured import render_input
+from ._run import CURRENT_RUN
+from ._structured import output_spec, render_input
+from ._validate import check_callable, check_count, check_seconds, check_str
 
 if TYPE_CHECKING:
-    from ._agent import Agent
+    from ._session import Session
 
 __all__ = ["AgentHandle", "EventStream", "STREAM_BUFFER", "stop_quietly"]
 
@@ -54,14 +56,21 @@ def _request(
     output: Any,
     input: Any,
     input_schema: Any,
+    on_event: Any = None,
 ) -> RunRequest:
-    if not isinstance(prompt, str):
-        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    """A checked :class:`RunRequest`: every argument error is raised here, in the caller."""
+    check_str("prompt", prompt, optional=False)
+    timeout = check_seconds("timeout", timeout)
+    max_turns = check_count("max_turns", max_turns, optional=True)
+    check_callable("on_event", on_event)
+    spec = None if output is None else output_spec(output)
     if input is not None or input_schema is not None:
         rendered = render_input(input, input_schema)
         prompt = f"{prompt}\n\n{rendered}" if prompt else rendered
+    if not prompt and not images:
+        raise ValueError("prompt must not be empty (give a prompt, images or an input)")
     return RunRequest(
-        prompt, images=_load_images(images), timeout=timeout, max_turns=max_turns, output=output
+        prompt, images=_load_images(images), timeout=timeout, max_turns=max_turns, output=spec, on_event=on_event
     )
 
 
@@ -76,21 +85,45 @@ class AgentHandle(Handle):
 
     __slots__ = ()
 
-    def _agent(self) -> Agent:
+    def _session(self) -> Session:
+        from ._agent import session_of
+
         server = server_of(self)
         if server is None:
             raise NoProc(f"{self!r} is not alive")
-        return server  # type: ignore[return-value]
+        return session_of(server)  # type: ignore[arg-type]
+
+    def _inside_own_run(self) -> bool:
+        """Whether the calling task is part of one of this agent's runs (a tool, an event callback)."""
+        run = CURRENT_RUN.get()
+        return run is not None and run.session.handle is self
+
+    def _refuse_inside_own_run(self, what: str) -> None:
+        if self._inside_own_run():
+            raise CallingSelf(
+                f"{what} from inside {self!r}'s own run would wait for that run to end (a deadlock); "
+                "use follow_up() to queue a prompt behind it"
+            )
 
     @property
     def session_id(self) -> str:
-        """The id of the agent's conversation (a UUIDv7 unless given as ``id=``)."""
-        return self._agent().session_id
+        """The id of the agent's conversation (a UUIDv7 unless given as ``id=``). Raises :class:`NoProc` once it exited."""
+        return self._session().id
 
     @property
     def running(self) -> bool:
-        """Whether a run is in progress."""
-        return self._agent()._active is not None
+        """Whether a run is in progress (running or delivering its result)."""
+        return self._session().lifecycle.current is not None
+
+    @property
+    def state(self) -> str:
+        """The lifecycle state: ``"idle"``, ``"running"``, ``"finishing"`` or ``"maintaining"``."""
+        return self._session().lifecycle.state.value
+
+    @property
+    def queued(self) -> int:
+        """How many runs (and ``clear``/``compact`` calls) wait behind the current one."""
+        return len(self._session().lifecycle.queue)
 
     async def run(
         self,
@@ -121,17 +154,24 @@ class AgentHandle(Handle):
         (a lighter alternative to :meth:`stream`; an exception in it is
         logged and the callback dropped).
 
-        Raises :class:`Busy` if a run is in progress, :class:`Aborted` if
-        ``abort()`` stopped it, :class:`RunTimeout` after ``timeout`` seconds,
-        a :class:`~condukt.providers.ModelError` if the model failed,
-        :class:`InvalidOutput` / :class:`NoResultSubmitted` for a structured
-        run without a valid result, and :class:`~condukt.CallError` if the
-        agent crashed. Cancelling the
-        caller aborts the run. In every case history holds only completed
-        turns.
+        If the agent is busy, the run waits its turn behind the runs queued
+        before it (OTP mailbox order); ``timeout`` counts from when it
+        starts. Bad arguments raise ``TypeError``/``ValueError`` here, before
+        anything reaches the agent.
+
+        Raises :class:`Busy` only if ``max_queued_runs`` runs already wait,
+        :class:`Aborted` if ``abort()`` stopped it, :class:`RunTimeout` after
+        ``timeout`` seconds, a :class:`~condukt.providers.ModelError` if the
+        model failed, :class:`InvalidOutput` / :class:`NoResultSubmitted` for
+        a structured run without a valid result, :class:`~condukt.CallError`
+        if the agent crashed, and :class:`~condukt.CallingSelf` when called
+        from inside this agent's own run (it would wait for itself).
+        Cancelling the caller aborts the run (or takes it out of the queue).
+        In every case the history holds only completed turns; a run that
+        completed none leaves no trace of its prompt in it.
         """
-        request = _request(prompt, timeout, max_turns, images, output, input, input_schema)
-        request.on_event = on_event
+        request = _request(prompt, timeout, max_turns, images, output, input, input_schema, on_event)
+        self._refuse_inside_own_run("run()")
         try:
             return await self.call(request, timeout=None)
         except trio.Cancelled:
@@ -160,38 +200,63 @@ class AgentHandle(Handle):
 
         The iteration ends after :class:`~condukt.events.Done`; then
         ``events.result`` holds the final text (or ``events.error`` the
-        failure). Leaving the block early aborts the run. Raises :class:`Busy`
-        on entry if a run is in progress, and :class:`~condukt.CallError`
-        while iterating if the agent crashed.
+        failure). ``events.run_id`` identifies the run. A stream submitted
+        while the agent is busy queues like :meth:`run` (its events start
+        when its turn comes). Leaving the block early, or cancelling the
+        reader, aborts the run. Raises on entry what :meth:`run` raises for
+        its arguments, :class:`Busy` when the queue is full and
+        :class:`~condukt.CallingSelf` from inside the agent's own run; raises
+        :class:`~condukt.CallError` while iterating if the agent crashed.
         """
         request = _request(prompt, timeout, max_turns, images, output, input, input_schema)
+        self._refuse_inside_own_run("stream()")
         return _StreamContext(self, request)
 
-    async def abort(self) -> bool:
-        """Stop the running turn for real and wait until it has stopped.
+    async def abort(self, run_id: str | None = None) -> bool:
+        """Stop a run for real and wait until it has stopped; whether it stopped the run meant.
 
+        Without ``run_id``: the run in progress, and the follow-ups queued
+        behind it are dropped (runs other callers queued still run). With a
+        ``run_id`` (from :class:`~condukt.events.AgentStart` or
+        ``EventStream.run_id``): that run, whether it is in progress or still
+        queued (then it never starts and nothing of it reaches the history).
         In-flight model requests and tool calls are cancelled (tool
-        subprocesses killed), queued follow-ups are dropped, the run's caller
-        gets :class:`Aborted`. Returns ``False`` if nothing was running.
+        subprocesses killed) and the run's caller gets :class:`Aborted`.
+
+        Returns ``False`` when there was nothing to stop: no such run, or it
+        is already delivering its result (its ``Done`` is on the way). Safe
+        from anywhere, including the run's own event callbacks and tools:
+        then it does not wait for the run to stop (it could not) and the
+        cancellation reaches the callback at its next checkpoint.
+        Cancelling the caller stops the wait, not the abort.
         """
-        result: bool = await self.call(AbortRun(), timeout=None)
+        check_str("run_id", run_id)
+        from_run = self._inside_own_run()
+        result: bool = await self.call(AbortRun(run_id=run_id, from_run=from_run), timeout=None)
         return result
 
     async def steer(self, text: str) -> None:
         """Add ``text`` as a user message before the running loop's next model request.
 
         If the model was about to finish, the loop takes one more turn so the
-        message is answered. Raises :class:`NotRunning` when idle.
+        message is answered; if the run is already delivering its result, the
+        text becomes a follow-up. Raises :class:`NotRunning` when no run is in
+        progress, ``TypeError`` for a non-str. Cancelling the caller may leave
+        the steer delivered or not.
         """
-        await self.call(Steer(text))
+        check_str("text", text, optional=False)
+        await self.call(Steer(text), timeout=None)
 
     async def follow_up(self, text: str) -> None:
         """Queue ``text`` as a prompt that runs after the current run (at once if idle).
 
-        Its events reach ``handle_event`` and node subscribers; its answer
-        lands in the history.
+        Follow-ups run before runs other callers queued: they continue the
+        conversation. Its events reach ``handle_event`` and node subscribers;
+        its answer lands in the history. Raises :class:`Busy` when
+        ``max_follow_ups`` are already waiting, ``TypeError`` for a non-str.
         """
-        await self.call(FollowUp(text))
+        check_str("text", text, optional=False)
+        await self.call(FollowUp(text), timeout=None)
 
     async def operation(self, name: str, input: Any = None, /, **options: Any) -> Any:
         """Run the operation ``name`` of this agent's class as a one-shot.
@@ -201,30 +266,48 @@ class AgentHandle(Handle):
         neither used nor changed. Its identity and session options (``id``,
         ``session_store``, ``session_store_key``) are not passed on, so the
         transient agent neither loads nor overwrites this agent's stored
-        conversation. Raises :class:`UnknownOperation`.
+        conversation. Raises :class:`UnknownOperation`. Cancelling the caller
+        stops the transient agent.
         """
         from ._operations import run_operation
 
-        agent = self._agent()
-        merged = {k: v for k, v in agent.options.items() if k not in _NOT_FOR_OPERATIONS}
+        session = self._session()
+        merged = {k: v for k, v in session.config.options.items() if k not in _NOT_FOR_OPERATIONS}
         merged.update(options)
-        return await run_operation(type(agent), name, input, **merged)
+        return await run_operation(type(session.agent), name, input, **merged)
 
-    async def history(self) -> tuple[Message, ...]:
-        """The conversation: user, assistant and tool result messages, in order."""
-        result: tuple[Message, ...] = await self.call(GetHistory())
+    async def history(self, *, timeout: float | None = 5.0) -> tuple[Message, ...]:
+        """The conversation: user, assistant and tool result messages, in order.
+
+        Answered at once, also during a run (completed turns and the turn in
+        flight). Raises :class:`~condukt.CallTimeout` after ``timeout``.
+        """
+        result: tuple[Message, ...] = await self.call(GetHistory(), timeout=check_seconds("timeout", timeout))
         return result
 
-    async def clear(self) -> None:
-        """Forget the conversation (and its stored snapshot). Raises :class:`Busy` during a run."""
-        await self.call(Clear())
+    async def clear(self, *, timeout: float | None = None) -> None:
+        """Forget the conversation (and its stored snapshot).
 
-    async def compact(self) -> int:
+        Waits its turn behind the runs queued before it (at once when idle).
+        Raises :class:`Busy` if ``max_queued_runs`` jobs already wait,
+        :class:`~condukt.CallingSelf` from inside the agent's own run,
+        :class:`~condukt.CallTimeout` after ``timeout``. Cancelling the
+        caller while it waits may leave the clear queued.
+        """
+        timeout = check_seconds("timeout", timeout)
+        self._refuse_inside_own_run("clear()")
+        await self.call(Clear(), timeout=timeout)
+
+    async def compact(self, *, timeout: float | None = None) -> int:
         """Run the agent's compactor now; returns how many messages it removed.
 
-        Without a ``compactor`` nothing changes. Raises :class:`Busy` during a run.
+        Without a ``compactor`` nothing changes. Waits its turn like
+        :meth:`clear`; what a failing compactor raises is raised here (the
+        history is left as it was).
         """
-        result: int = await self.call(Compact())
+        timeout = check_seconds("timeout", timeout)
+        self._refuse_inside_own_run("compact()")
+        result: int = await self.call(Compact(), timeout=timeout)
         return result
 
 
@@ -245,9 +328,11 @@ async def stop_quietly(handle: Handle, reason: str = "normal") -> None:
 class EventStream:
     """The events of one streaming run; an async iterator ending after ``Done``."""
 
-    def __init__(self, handle: AgentHandle, receive: trio.MemoryReceiveChannel[Event]) -> None:
+    def __init__(self, handle: AgentHandle, receive: trio.MemoryReceiveChannel[Event], run_id: str = "") -> None:
         self._handle = handle
         self._receive = receive
+        #: The run's id (what ``agent.abort(run_id)`` takes).
+        self.run_id = run_id
         self.done: Done | None = None
         #: The final text once the run completed.
         self.result: str | None = None
@@ -289,12 +374,12 @@ class _StreamContext:
         send, receive = trio.open_memory_channel[Event](STREAM_BUFFER)
         self._request.sink = send
         try:
-            await self._handle.call(self._request, timeout=None)
+            run_id: str = await self._handle.call(self._request, timeout=None)
         except BaseException:
             send.close()
             receive.close()
             raise
-        self._stream = EventStream(self._handle, receive)
+        self._stream = EventStream(self._handle, receive, run_id)
         return self._stream
 
     async def __aexit__(

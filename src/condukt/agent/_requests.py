@@ -16,6 +16,7 @@ __all__ = [
     "Compact",
     "FollowUp",
     "GetHistory",
+    "GetStatus",
     "RunRequest",
     "Steer",
 ]
@@ -23,7 +24,11 @@ __all__ = [
 
 @attrs.define(eq=False)
 class RunRequest:
-    """Start a run. ``sink`` receives its events (stream runs reply at once)."""
+    """Start a run (or queue it). ``sink`` receives its events; a stream run is answered with its id at once.
+
+    ``output`` is the compiled result schema (a :class:`~condukt.schema.Schema`)
+    or ``None``. Arguments are checked by the handle before this is sent.
+    """
 
     prompt: str
     images: tuple[ImageBlock, ...] = ()
@@ -36,14 +41,22 @@ class RunRequest:
 
 @attrs.frozen
 class AbortRun:
-    """Stop the active run (``run`` None: whatever runs) and wait until it has stopped."""
+    """Stop a run and wait until it has stopped.
+
+    ``run`` is the request of the run to stop, ``run_id`` its id; both
+    ``None``: whatever runs now. ``from_run`` is set when the caller is the
+    run itself (an event callback, a tool): then the reply cannot wait for
+    the run to stop, since the caller is part of it.
+    """
 
     run: RunRequest | None = None
+    run_id: str | None = None
+    from_run: bool = False
 
 
 @attrs.frozen
 class CancelRun:
-    """Fire-and-forget abort of one run whose caller went away."""
+    """Fire-and-forget abort of one run whose caller went away (running or still queued)."""
 
     run: RunRequest
 
@@ -68,10 +81,15 @@ class GetHistory:
 
 
 @attrs.frozen
+class GetStatus:
+    """Ask what the agent is doing: its lifecycle state and how many jobs wait."""
+
+
+@attrs.frozen
 class Clear:
-    """Forget the conversation."""
+    """Forget the conversation (after the runs queued before it)."""
 
 
 @attrs.frozen
 class Compact:
-    """Run the compactor now."""
+    """Run the compactor now (after the runs queued before it)."""

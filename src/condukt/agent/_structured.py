@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import jsonschema
 from jsonschema.exceptions import best_match
 
-from ..messages import TextBlock, ToolDefinition
+from ..messages import AssistantMessage, Message, TextBlock, ToolCall, ToolDefinition, ToolResultMessage
+from ..providers import ModelRequest
 from ..schema import is_structured_type, schema_for
 from ..serialization import structure, unstructure
-from ._errors import InvalidInput
+from ._capability import Capability
+from ._errors import InvalidInput, InvalidOutput, NoResultSubmitted
 
-__all__ = ["SUBMIT_RESULT", "OutputSpec", "Submission", "describe_errors", "render_input"]
+if TYPE_CHECKING:
+    from ._run import Run
+
+__all__ = ["SUBMIT_RESULT", "OutputSpec", "StructuredOutput", "describe_errors", "output_spec", "render_input"]
 
 #: The name of the synthetic tool a structured run adds.
 SUBMIT_RESULT = "submit_result"
@@ -96,10 +101,29 @@ class OutputSpec:
         return value
 
 
-class Submission:
-    """The ``submit_result`` bookkeeping of one structured run."""
+_OUTPUT_SPECS: dict[Any, OutputSpec] = {}
 
-    __slots__ = ("accepted", "failures", "last_errors", "retries", "spec", "value")
+
+def output_spec(output: Any) -> OutputSpec:
+    """The (cached) :class:`OutputSpec` for an ``output=`` argument; ``TypeError``/``ValueError`` if unusable."""
+    key = output if isinstance(output, type) else repr(output)
+    spec = _OUTPUT_SPECS.get(key)
+    if spec is None:
+        spec = _OUTPUT_SPECS[key] = OutputSpec.of(output)
+    return spec
+
+
+class StructuredOutput(Capability):
+    """A structured run (``output=``) as a capability of that run.
+
+    It offers the ``submit_result`` tool and its instruction on every model
+    request, judges submissions in call order (the first valid one wins),
+    ends the run once one is accepted (:class:`InvalidOutput` after
+    ``retries`` invalid ones), and makes the accepted value the run's
+    result (:class:`NoResultSubmitted` if none came). At the end it takes
+    its bookkeeping out of the history: later runs do not offer
+    ``submit_result``, so the calls to it become the result as plain text.
+    """
 
     def __init__(self, spec: OutputSpec, retries: int) -> None:
         self.spec = spec
@@ -108,11 +132,65 @@ class Submission:
         self.accepted = False
         self.value: Any = None
         self.last_errors: list[str] = []
+        self._definition = spec.definition()
 
-    @property
-    def exhausted(self) -> bool:
-        """True once more invalid submissions were made than the retry budget allows."""
-        return self.failures > self.retries
+    def prepare_request(self, run: Run, request: ModelRequest) -> ModelRequest:
+        """Add the instruction to the system prompt and ``submit_result`` to the tools."""
+        instruction = self.spec.instruction
+        system = f"{request.system_prompt}\n\n{instruction}" if request.system_prompt else instruction
+        return attrs.evolve(request, system_prompt=system, tools=(*request.tools, self._definition))
+
+    def intercept_tool_call(self, run: Run, call: ToolCall) -> ToolResultMessage | None:
+        """Judge a ``submit_result`` call; other calls go to their tools."""
+        if call.name != SUBMIT_RESULT:
+            return None
+        content, is_error = self.submit(call.arguments)
+        return ToolResultMessage(call.id, call.name, content, is_error)
+
+    def after_turn(self, run: Run, message: AssistantMessage) -> bool:
+        """End the run once a result is accepted; fail it when the retries are used up."""
+        if self.accepted:
+            return True
+        if self.failures > self.retries:
+            raise InvalidOutput(
+                f"the model submitted {self.failures} invalid result(s): " + "; ".join(self.last_errors),
+                self.last_errors,
+            )
+        return False
+
+    def finish(self, run: Run, value: Any) -> Any:
+        """The accepted result; :class:`NoResultSubmitted` without one."""
+        if not self.accepted:
+            raise NoResultSubmitted("the run ended without a call to submit_result")
+        return self.value
+
+    async def after_run(self, run: Run, failure: BaseException | None) -> None:
+        """Rewrite the run's turns without ``submit_result`` calls and results."""
+        messages = run.session.messages
+        if run.start < 0 or run.start >= len(messages):
+            return
+        kept: list[Message] = [messages[run.start]]
+        for message in messages[run.start + 1 :]:
+            if type(message) is ToolResultMessage and message.name == SUBMIT_RESULT:
+                continue
+            if type(message) is AssistantMessage:
+                blocks = tuple(b for b in message.content if not (type(b) is ToolCall and b.name == SUBMIT_RESULT))
+                if not blocks:
+                    continue
+                message = attrs.evolve(message, content=blocks)
+                if type(kept[-1]) is AssistantMessage:  # its only call was submit_result
+                    message = attrs.evolve(message, content=(*kept.pop().content, *blocks))
+            kept.append(message)
+        if failure is None:
+            answer = TextBlock(json.dumps(unstructure(self.value), ensure_ascii=False, default=str))
+            last = kept[-1]
+            if type(last) is AssistantMessage:
+                kept[-1] = attrs.evolve(last, content=(*last.content, answer))
+            else:
+                kept.append(AssistantMessage((answer,), stop_reason="end_turn"))
+        elif len(kept) == 1:
+            kept = []  # nothing answered the prompt: as if it had not been asked
+        messages[run.start :] = kept
 
     def submit(self, arguments: Any) -> tuple[tuple[TextBlock, ...], bool]:
         """Check one submission; returns the tool result for the model."""

@@ -9,16 +9,18 @@ import attrs
 import trio
 
 from ..events import SubagentEvent
-from ..otp import CallError, ChildSpec, ConduktError, Down, DynamicSupervisor, Handle
+from ..otp import CallError, ChildSpec, ConduktError, Down, DynamicSupervisor, ExitReason, Handle
 from ..tools import Tool, ToolContext, ToolError
+from ._capability import Capability
 from ._errors import InvalidInput
 from ._handle import stop_quietly
 from ._structured import _schema_of, render_input
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._session import Session
 
-__all__ = ["Role", "Subagent", "SubagentSupervisor", "SubagentTool", "resolve_roles"]
+__all__ = ["Role", "Subagent", "SubagentSupervisor", "SubagentTool", "Subagents", "resolve_roles"]
 
 #: Start options a child inherits from its parent unless its role sets them.
 INHERITED = ("cwd", "confine_to_cwd", "redactor")
@@ -109,15 +111,51 @@ class SubagentSupervisor(DynamicSupervisor):
         await super().handle_info(message)
 
 
+class Subagents(Capability):
+    """Delegation as a capability: the ``subagent`` tool and the supervisor of the children.
+
+    Children run under one :class:`SubagentSupervisor` per parent, started on
+    first use and stopped with the parent.
+    """
+
+    def __init__(self, roles: Mapping[str, Any]) -> None:
+        self.roles = resolve_roles(roles)
+        self._supervisor: Any = None
+        self._lock: trio.Lock | None = None
+
+    def tools(self, session: Session) -> Sequence[Tool]:
+        """The ``subagent`` tool for this agent's roles."""
+        return [SubagentTool(session, self, self.roles, session.config.max_concurrent_subagents)]
+
+    async def supervisor(self, session: Session) -> Any:
+        """The children's supervisor, started on first use."""
+        if self._lock is None:
+            self._lock = trio.Lock()
+        async with self._lock:
+            supervisor = self._supervisor
+            if supervisor is None or not supervisor.alive:
+                supervisor = self._supervisor = await session.node.root.start_child(
+                    ChildSpec(None, SubagentSupervisor, kwargs={"owner": session.handle}, restart="temporary")
+                )
+        return supervisor
+
+    async def stop(self, session: Session, reason: ExitReason) -> None:
+        """Stop the children with their parent."""
+        supervisor = self._supervisor
+        if supervisor is not None and supervisor.alive:
+            await supervisor.stop("shutdown", timeout=None)
+
+
 class SubagentTool(Tool):
     """The injected ``subagent`` tool: ``{role, task, input?}`` runs a child agent."""
 
     name = "subagent"
     timeout = None  # each child run has its own timeout
 
-    def __init__(self, parent: Agent, roles: dict[str, Role], max_concurrent: int) -> None:
+    def __init__(self, session: Session, owner: Subagents, roles: dict[str, Role], max_concurrent: int) -> None:
         super().__init__()
-        self._parent = parent
+        self._session = session
+        self._owner = owner
         self._roles = roles
         self._limiter = trio.CapacityLimiter(max_concurrent)
         listed = "\n".join(f"- {r.name}: {r.description}" if r.description else f"- {r.name}" for r in roles.values())
@@ -189,22 +227,24 @@ class SubagentTool(Tool):
             return await self._delegate(role, task, context)
 
     async def _delegate(self, role: Role, task: str, context: ToolContext) -> Any:
-        parent = self._parent
-        supervisor = await parent._subagent_supervisor()
+        parent = self._session
+        config = parent.config
+        supervisor = await self._owner.supervisor(parent)
         own_model = role.options.get("model", role.agent.model)
         inherited: tuple[str, ...] = INHERITED
-        if own_model is None or _provider(own_model) == _provider(parent.model_instance):
+        if own_model is None or _provider(own_model) == _provider(parent.model):
             inherited += PROVIDER_INHERITED
-        options = {key: parent.options[key] for key in inherited if key in parent.options}
+        options = {key: config.options[key] for key in inherited if key in config.options}
         options["cwd"] = str(parent.cwd)
         if own_model is None:
-            options["model"] = parent.model_instance
+            options["model"] = parent.model
         options.setdefault("load_project_instructions", False)
-        if parent._secrets:
-            options["secrets"] = parent._secrets.env  # resolved values, not providers run again
-        if parent._redactor is not None:
-            options["redactor"] = parent._redactor  # also when set as a class attribute
-        if parent.config_confine:
+        if parent.secrets:
+            # Resolved values, not providers run again; the child's own secrets come on top.
+            options["inherited_secrets"] = parent.secrets.env
+        if config.redactor is not None:
+            options["redactor"] = config.redactor  # also when set as a class attribute
+        if config.confine_to_cwd:
             options["confine_to_cwd"] = True  # a confined parent never has unconfined children
         options.update(role.options)
         child = await supervisor.start_child(ChildSpec(None, role.agent, kwargs=options, restart="temporary"))
@@ -220,7 +260,7 @@ class SubagentTool(Tool):
             return await child.run(
                 task,
                 output=role.output,
-                timeout=parent.config_tool_timeout,
+                timeout=config.tool_timeout,
                 on_event=forward if parent_emit is not None else None,
             )
         except CallError as exc:

@@ -1,0 +1,246 @@
+"""The agent's lifecycle: one explicit state machine for runs, queues, steers and aborts.
+
+States and the only transitions between them::
+
+    IDLE --start(job)--> RUNNING --loop ended--> FINISHING --Done delivered--> IDLE
+    IDLE --start(op)---> MAINTAINING --------------------------------------> IDLE
+
+A job is a run or a maintenance operation (``clear``, ``compact``). While
+the agent is not IDLE, new jobs wait in a bounded queue, in arrival order
+(OTP callers wait their turn in the mailbox), and follow-ups wait in their
+own bounded queue; when a job ends, the next follow-up starts first (it
+continues the conversation the last run was having), then the next queued
+job. Every transition is a method of :class:`Lifecycle` and happens in the
+agent process: the mailbox handler or the job's own task, never both at
+once (trio runs one task at a time, and the transitions never await).
+
+``Done`` is delivered while the run is FINISHING, after the history is
+settled and saved; only then does the agent go IDLE and start the next job.
+So a caller that saw ``Done`` finds the agent's state complete, and a new
+run it submits simply queues behind whatever is still finishing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..events import Done, Error
+from ..otp import NO_REPLY, Caller
+from ._errors import Aborted, Busy, NotRunning
+from ._requests import RunRequest
+from ._run import CURRENT_RUN, Run
+
+if TYPE_CHECKING:
+    from ._session import Session
+
+__all__ = ["Lifecycle", "State"]
+
+
+class State(enum.Enum):
+    """Where the agent stands."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    FINISHING = "finishing"
+    MAINTAINING = "maintaining"
+
+
+class _Operation:
+    """A queued maintenance job: ``await fn()`` answers ``caller``."""
+
+    __slots__ = ("caller", "fn")
+
+    def __init__(self, fn: Callable[[], Awaitable[Any]], caller: Caller) -> None:
+        self.fn = fn
+        self.caller = caller
+
+
+class Lifecycle:
+    """The state machine of one agent process (see the module docstring)."""
+
+    __slots__ = ("_guarding", "current", "follow_ups", "queue", "session", "state")
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.state = State.IDLE
+        #: The run that is RUNNING or FINISHING.
+        self.current: Run | None = None
+        self.queue: deque[Run | _Operation] = deque()
+        self.follow_ups: deque[str] = deque()
+        self._guarding = False
+
+    # ------------------------------------------------------------------ requests
+
+    def submit(self, run: Run) -> None:
+        """Start ``run`` now if idle, else queue it; :class:`Busy` when the queue is full."""
+        if self.state is State.IDLE:
+            self._start(run)
+            return
+        self._enqueue(run)
+        if run.sink is not None:
+            self._guard_queued_streams()
+
+    def submit_operation(self, fn: Callable[[], Awaitable[Any]], caller: Caller) -> Any:
+        """Run a maintenance job after the jobs before it; its result answers ``caller``."""
+        operation = _Operation(fn, caller)
+        if self.state is State.IDLE:
+            self._start(operation)
+        else:
+            self._enqueue(operation)
+        return NO_REPLY
+
+    def steer(self, text: str) -> None:
+        """Add ``text`` to the running run; too late for it (finishing): a follow-up."""
+        run = self.current
+        if self.state is State.RUNNING and run is not None:
+            run.steers.append(text)
+        elif self.state is State.FINISHING:
+            self.follow_ups.append(text)
+        else:
+            raise NotRunning(f"{self.session.handle!r} has no run to steer")
+
+    def follow_up(self, text: str) -> None:
+        """Run ``text`` after the current job (now if idle); :class:`Busy` when that queue is full."""
+        if self.state is State.IDLE:
+            self._start(self.session.follow_up_run(text))
+            return
+        limit = self.session.config.max_follow_ups
+        if len(self.follow_ups) >= limit:
+            raise Busy(f"{len(self.follow_ups)} follow-ups are already queued (max_follow_ups={limit})")
+        self.follow_ups.append(text)
+
+    def abort(self, request: RunRequest | None, run_id: str | None, from_run: bool, caller: Caller) -> Any:
+        """Stop a run; the reply (True if it was stopped) comes once it has stopped.
+
+        With neither ``request`` nor ``run_id``: the current run, and the
+        follow-ups waiting behind it are dropped. A queued run is removed
+        before it starts. A run that is FINISHING can no longer be aborted.
+        """
+        targeted = request is not None or run_id is not None
+        if not targeted:
+            self.follow_ups.clear()
+        run = self.current
+        if run is not None and (not targeted or run.request is request or run.id == run_id):
+            if self.state is not State.RUNNING:
+                return False  # its result is being delivered: too late
+            run.scope.cancel()
+            if from_run:
+                return True  # the caller is the run itself: it cannot wait for its own end
+            run.abort_waiters.append(caller)
+            return NO_REPLY
+        if targeted:
+            for job in self.queue:
+                if type(job) is Run and (job.request is request or job.id == run_id):
+                    self._drop_queued(job)
+                    return True
+        return False
+
+    def cancel(self, request: RunRequest) -> None:
+        """The caller of ``request`` went away: stop it if it runs, forget it if queued."""
+        run = self.current
+        if run is not None and run.request is request:
+            run.scope.cancel()
+            return
+        for job in self.queue:
+            if type(job) is Run and job.request is request:
+                self._drop_queued(job)
+                return
+
+    def close(self) -> None:
+        """The process is exiting: queued streams end (their callers get the exit reason)."""
+        for job in self.queue:
+            if type(job) is Run and job.sink is not None:
+                job.sink.close()
+        self.queue.clear()
+
+    # ------------------------------------------------------------------ transitions
+
+    def _enqueue(self, job: Run | _Operation) -> None:
+        limit = self.session.config.max_queued_runs
+        if len(self.queue) >= limit:
+            raise Busy(f"{self.session.handle!r} already has {len(self.queue)} queued runs (max_queued_runs={limit})")
+        self.queue.append(job)
+
+    def _start(self, job: Run | _Operation) -> None:
+        if type(job) is Run:
+            self.state = State.RUNNING
+            self.current = job
+            self.session.agent.start_soon(self._run_job, job)
+        else:
+            self.state = State.MAINTAINING
+            self.session.agent.start_soon(self._operation_job, job)
+
+    def _to_finishing(self, run: Run, failure: BaseException | None) -> None:
+        self.state = State.FINISHING
+        if run.steers:
+            # Steers that arrived too late for the run are not lost: they run
+            # next, unless the run was aborted (an abort drops what waits).
+            if not isinstance(failure, Aborted):
+                self.follow_ups.extendleft(reversed(run.steers))
+            run.steers.clear()
+
+    def _to_idle(self) -> None:
+        self.state = State.IDLE
+        self.current = None
+        if self.follow_ups:
+            self._start(self.session.follow_up_run(self.follow_ups.popleft()))
+        elif self.queue:
+            self._start(self.queue.popleft())
+
+    def _drop_queued(self, run: Run) -> None:
+        self.queue.remove(run)
+        failure = Aborted("run aborted before it started")
+        if run.caller is not None:
+            run.caller.reply_error(failure)
+        if run.sink is not None:
+            # A fresh channel with room: the reader sees the run end at once.
+            run.sink.send_nowait(Error("Aborted", str(failure)))
+            run.sink.send_nowait(Done("aborted"))
+            run.sink.close()
+
+    def _guard_queued_streams(self) -> None:
+        """Make sure queued streams end if the process exits (a kill included)."""
+        if not self._guarding:
+            self._guarding = True
+            self.session.agent.start_soon(self._close_on_exit)
+
+    async def _close_on_exit(self) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            self.close()
+
+    # ------------------------------------------------------------------ jobs
+
+    async def _run_job(self, run: Run) -> None:
+        CURRENT_RUN.set(run)  # this task's own context: its tools inherit it
+        session = self.session
+        try:
+            value, failure = await session.execute(run)
+            self._to_finishing(run, failure)
+            await session.settle(run, value, failure)
+        finally:
+            if run.sink is not None:
+                run.sink.close()
+        if run.caller is not None:
+            if failure is None:
+                run.caller.reply(value)
+            else:
+                run.caller.reply_error(failure)
+        for waiter in run.abort_waiters:
+            waiter.reply(True)
+        self._to_idle()
+
+    async def _operation_job(self, operation: _Operation) -> None:
+        try:
+            result = await operation.fn()
+        except Exception as exc:  # the operation's own failure (a broken compactor): the caller's answer
+            operation.caller.reply_error(exc)
+        else:
+            operation.caller.reply(result)
+        self._to_idle()

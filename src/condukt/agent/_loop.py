@@ -1,0 +1,106 @@
+"""The turn loop: ask the model, run the tools it calls, repeat until it answers.
+
+Everything else (persistence, compaction, redaction, structured output,
+sub-agents, telemetry) plugs in through capability hooks (see
+:mod:`._capability`); the lifecycle (queueing, aborts, ``Done``) lives in
+:mod:`._lifecycle`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..events import AgentStart, MaxTurnsReached, TurnEnd, TurnStart
+from ..messages import TextBlock, UserMessage
+from ..providers import ModelError
+from ._errors import Aborted, AgentError, RunTimeout
+from ._tool_calls import run_tool_calls
+
+if TYPE_CHECKING:
+    from ._run import Run
+    from ._session import Session
+
+__all__ = ["run_turns"]
+
+
+async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | None]:
+    """Run ``run`` to its end: ``(result, None)`` or ``(None, failure)``.
+
+    A failure is an :class:`AgentError` (aborted, timed out, no valid
+    structured result...) or a :class:`~condukt.providers.ModelError`; the
+    history then holds only the turns that completed (none: not even the
+    prompt). Anything else escaping is a bug and crashes the agent.
+    """
+    hooks = run.hooks
+    messages = session.messages
+    emit = run.emit
+    max_turns = run.max_turns or session.config.max_turns
+    prompt = session.scrub(run.prompt)
+    run.start = committed = len(messages)
+    run.started_at = trio.current_time()
+    value: Any = None
+    failure: BaseException | None = None
+    with run.scope, trio.move_on_after(run.timeout if run.timeout is not None else float("inf")) as clock:
+        try:
+            messages.append(UserMessage((TextBlock(prompt), *run.images)))
+            await emit(AgentStart(session.id, prompt, run.id))
+            for started in hooks.run_started:
+                started(run)
+            while True:
+                if run.steers:
+                    messages.extend(UserMessage((TextBlock(session.scrub(text)),)) for text in run.steers)
+                    run.steers.clear()
+                run.turn += 1
+                await emit(TurnStart(run.turn))
+                response = await session.ask_model(run)
+                run.usage = run.usage + response.usage
+                if response.text:
+                    run.text = response.text
+                messages.append(response)
+                calls = response.tool_calls
+                if calls:
+                    messages.extend(await run_tool_calls(session, run, calls))
+                committed = len(messages)
+                for changed in hooks.history_changed:
+                    await changed(session)
+                await emit(TurnEnd(run.turn, response))
+                if any([after(run, response) for after in hooks.after_turn]):
+                    break
+                if not calls:
+                    if run.steers:
+                        continue  # a steer arrived during the last request: answer it
+                    break
+                if run.turn >= max_turns:
+                    await emit(MaxTurnsReached(max_turns))
+                    break
+            value = run.text
+            for finish in hooks.finish:
+                value = finish(run, value)
+        except (AgentError, ModelError) as exc:
+            failure = exc
+    if clock.cancelled_caught:
+        failure = RunTimeout(f"run did not finish within {run.timeout:g}s")
+    elif run.scope.cancelled_caught:
+        failure = Aborted("run aborted")
+    if failure is not None:
+        _roll_back(session, run, committed)
+        return None, failure
+    return value, None
+
+
+def _roll_back(session: Session, run: Run, committed: int) -> None:
+    """Drop the turn in flight; a prompt no completed turn answered goes too.
+
+    ``committed`` is the history's length after the last completed turn (the
+    length before the prompt when none completed).
+
+    So the history never holds two user messages in a row. Steers the
+    dropped turn had taken go back to the run's steers (the lifecycle makes
+    them follow-ups unless the run was aborted).
+    """
+    messages = session.messages
+    dropped = messages[max(committed, run.start + 1) :]
+    run.steers[:0] = [m.text for m in dropped if type(m) is UserMessage]
+    del messages[committed:]

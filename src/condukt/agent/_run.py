@@ -1,0 +1,101 @@
+"""One run inside the agent process: what it was asked, where it stands, who waits for it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..messages import Usage
+from ..otp import Caller
+
+if TYPE_CHECKING:
+    from ._capability import Hooks
+    from ._requests import RunRequest
+    from ._session import Session
+
+__all__ = ["CURRENT_RUN", "Run"]
+
+#: The run whose task (or tool task) is executing: lets a handle method
+#: called from inside its own agent's run tell that it would wait on itself.
+CURRENT_RUN: ContextVar[Run | None] = ContextVar("condukt_current_run", default=None)
+
+
+class Run:
+    """The state of one run, from the moment the agent accepted it until its ``Done``.
+
+    Capabilities receive it in their hooks. Read-only for them, except
+    ``state``, a dict a capability may keep per-run data in (under a key of
+    its own). ``session`` is the agent's :class:`Session`; ``id`` is unique within the node; ``turn`` counts model
+    requests from 1; ``usage`` sums the responses' usage so far; ``text`` is
+    the latest non-empty answer text.
+    """
+
+    __slots__ = (
+        "abort_waiters",
+        "caller",
+        "emit",
+        "hooks",
+        "id",
+        "images",
+        "listened",
+        "max_turns",
+        "on_event",
+        "prompt",
+        "request",
+        "scope",
+        "session",
+        "sink",
+        "start",
+        "started_at",
+        "state",
+        "steers",
+        "text",
+        "timeout",
+        "turn",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        session: Session,
+        run_id: str,
+        request: RunRequest,
+        caller: Caller | None,
+        hooks: Hooks,
+    ) -> None:
+        self.session = session
+        self.id = run_id
+        self.request = request
+        self.prompt = request.prompt
+        self.images = request.images
+        self.timeout: float | None = request.timeout
+        self.max_turns = request.max_turns
+        self.caller = caller
+        self.sink = request.sink
+        self.on_event = request.on_event
+        self.hooks = hooks
+        #: Cancelled by ``abort()``, even before the run's task started.
+        self.scope = trio.CancelScope()
+        self.steers: list[str] = []
+        self.abort_waiters: list[Caller] = []
+        self.state: dict[str, Any] = {}
+        self.turn = 0
+        self.usage = Usage()
+        self.text = ""
+        #: Index of the run's prompt in the history (set when it starts).
+        self.start = -1
+        self.started_at = 0.0
+        #: Whether anybody receives per-call events (else they are not built).
+        self.listened = False
+        self.emit: Callable[[Any], Awaitable[None]]
+
+    @property
+    def structured(self) -> bool:
+        """Whether the run asks for a structured result (``output=``)."""
+        return self.request.output is not None
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} turn {self.turn}>"

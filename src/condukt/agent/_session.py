@@ -1,0 +1,334 @@
+"""The runtime state of one agent incarnation, and what runs need from it.
+
+An :class:`Agent` instance is the user's behaviour object (a subclass may
+define any attribute it likes); everything the runtime keeps about the
+incarnation lives here instead: the frozen config, the history, the
+resolved tools and model, the capabilities, the lifecycle. Capabilities
+receive the session in their hooks.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .. import telemetry
+from ..events import AgentEnd, AgentEvent, Done, Error, Event
+from ..messages import AssistantMessage, ImageBlock, Message, TextBlock, ToolDefinition
+from ..otp import NO_REPLY, Caller, ExitReason
+from ..providers import Model, ModelRequest
+from ..secrets import Secrets, resolve_secrets
+from ..serialization import unstructure
+from ..tools import Tool, resolve_tools
+from ._capability import Capability, Hooks
+from ._compaction import Compaction
+from ._config import AgentConfig
+from ._errors import Aborted, Busy, NotRunning, RunTimeout
+from ._ids import uuid7
+from ._instructions import ProjectInstructions
+from ._lifecycle import Lifecycle, State
+from ._loop import run_turns
+from ._persistence import Persistence
+from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, GetStatus, RunRequest, Steer
+from ._run import Run
+from ._scrubbing import Scrubbing
+from ._structured import SUBMIT_RESULT, StructuredOutput
+from ._subagents import Subagents
+from ._telemetry import Telemetry
+from ._tool_calls import describe
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["Session"]
+
+logger = logging.getLogger("condukt.agent")
+
+
+def _same(text: str) -> str:
+    return text
+
+
+class Session:
+    """One agent incarnation's state: config, history, tools, model, capabilities, lifecycle.
+
+    What capabilities may use: ``agent`` (the user's :class:`Agent`
+    instance), ``handle``, ``node``, ``config`` (:class:`AgentConfig`;
+    replaceable during ``setup`` only), ``id`` (the session id), ``cwd``,
+    ``messages`` (the history, a list), ``system_prompt`` (what the model
+    gets, the project instructions included; changeable during ``setup``),
+    ``secrets`` (:class:`~condukt.secrets.Secrets`), ``scrub(text)``,
+    ``created_at``; after setup also ``model``, ``tools`` and
+    ``tool_definitions``.
+    """
+
+    def __init__(self, agent: Agent, config: AgentConfig) -> None:
+        self.agent = agent
+        self.handle = agent.handle
+        self.node = agent.handle.node
+        self.config = config
+        self.id: str = config.id or uuid7()
+        self.cwd = config.cwd
+        self.messages: list[Message] = []
+        self.system_prompt: str | None = config.system_prompt
+        self.secrets = Secrets()
+        self.created_at = time.time()
+        self.scrub: Callable[[str], str] = _same
+        self.capabilities: list[Capability] = []
+        self.hooks = Hooks(())
+        self._traced = self.hooks
+        self.model: Model
+        self.tools: tuple[Tool, ...] = ()
+        self.tools_by_name: dict[str, Tool] = {}
+        self.tool_definitions: tuple[ToolDefinition, ...] = ()
+        self.lifecycle = Lifecycle(self)
+        self.pubsub = self.node.pubsub
+        self._runs = 0
+        self._event_hook = False
+        self._scrubs = False
+
+    # ------------------------------------------------------------------ start and stop
+
+    async def start(self) -> None:
+        """Resolve secrets, set up the capabilities, then the tools and the model."""
+        agent, config = self.agent, self.config
+        own = await resolve_secrets(config.secrets if config.secrets is not None else agent.secrets())
+        secrets = Secrets({**config.inherited_secrets, **own.env})
+        if config.api_key is not None:
+            secrets = secrets.hiding({"API_KEY": config.api_key})
+        self.secrets = secrets
+        builtin: list[Capability] = []
+        if secrets or config.redactor is not None:
+            builtin.append(Scrubbing(secrets, config.redactor))
+        if config.session_store is not None:
+            builtin.append(Persistence(config.session_store))
+        if config.load_project_instructions:
+            builtin.append(ProjectInstructions())
+        roles = config.subagents if config.subagents is not None else agent.subagents()
+        if roles:
+            builtin.append(Subagents(roles))
+        if config.compactor is not None:
+            builtin.append(Compaction(config.compactor))
+        extra = config.capabilities if config.capabilities is not None else agent.capabilities()
+        for capability in extra:
+            if not isinstance(capability, Capability):
+                raise TypeError(f"capabilities must be condukt.agent.Capability instances, got {capability!r}")
+        self.capabilities = [*builtin, *extra]
+        self._set_hooks()
+        for setup in self.hooks.setup:
+            await setup(self)
+        self._set_hooks()  # setup may have changed what capabilities do (a restored config...)
+        tools = list(config.tools if config.tools is not None else agent.tools())
+        for offer in self.hooks.tools:
+            tools.extend(offer(self))
+        resolved = resolve_tools(tools)
+        if any(tool.name == SUBMIT_RESULT for tool in resolved):
+            raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
+        self.tools = tuple(resolved)
+        self.tools_by_name = {tool.name: tool for tool in resolved}
+        self.tool_definitions = tuple(tool.definition() for tool in resolved)
+        self.model = self.config.resolved_model(self.node)
+        self._event_hook = type(agent).handle_event is not _base_handle_event()
+        if telemetry.enabled():
+            Telemetry.agent_started(self)
+
+    def _set_hooks(self) -> None:
+        self.hooks = Hooks(self.capabilities)
+        self._traced = Hooks([*self.capabilities, Telemetry(self)])
+        scrubs = self.hooks.scrub
+        self._scrubs = bool(scrubs)
+        if not scrubs:
+            self.scrub = _same
+        elif len(scrubs) == 1:
+            self.scrub = scrubs[0]
+        else:
+            self.scrub = functools.reduce(lambda f, g: lambda text: g(f(text)), scrubs)
+
+    def needs_stop(self) -> bool:
+        """Whether :meth:`stop` has work to do when the process exits."""
+        return bool(self.hooks.stop) or bool(self.lifecycle.queue) or telemetry.enabled()
+
+    async def stop(self, reason: ExitReason) -> None:
+        """The process is exiting: queued streams end, capabilities stop."""
+        self.lifecycle.close()
+        for stop in self.hooks.stop:
+            await stop(self, reason)
+        if telemetry.enabled():
+            Telemetry.agent_stopped(self, reason)
+
+    # ------------------------------------------------------------------ mailbox
+
+    async def handle_call(self, request: Any, caller: Caller) -> Any:
+        """Answer a message from an :class:`AgentHandle` (see :mod:`._requests`)."""
+        kind = type(request)
+        lifecycle = self.lifecycle
+        try:
+            if kind is RunRequest:
+                run = self.new_run(request, None if request.sink is not None else caller)
+                lifecycle.submit(run)
+                return run.id if request.sink is not None else NO_REPLY
+            if kind is AbortRun:
+                return lifecycle.abort(request.run, request.run_id, request.from_run, caller)
+            if kind is Steer:
+                lifecycle.steer(request.text)
+                return None
+            if kind is FollowUp:
+                lifecycle.follow_up(request.text)
+                return None
+            if kind is GetHistory:
+                return tuple(self.messages)
+            if kind is GetStatus:
+                return lifecycle.state.value, len(lifecycle.queue)
+            if kind is Clear:
+                if lifecycle.state is State.IDLE:
+                    return await self.clear()  # nothing to wait for: at once
+                return lifecycle.submit_operation(self.clear, caller)
+            if kind is Compact:
+                return lifecycle.submit_operation(self.compact, caller)
+        except (Busy, NotRunning) as exc:
+            caller.reply_error(exc)
+            return NO_REPLY
+        return NotImplemented
+
+    def handle_info(self, message: Any) -> bool:
+        """Handle a runtime notice; False if it is not the agent's."""
+        if type(message) is CancelRun:
+            self.lifecycle.cancel(message.run)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ runs
+
+    def new_run(self, request: RunRequest, caller: Caller | None) -> Run:
+        """A :class:`Run` for ``request``, with its id, hooks and event fan-out."""
+        self._runs += 1
+        hooks = self._traced if telemetry.enabled() else self.hooks
+        if request.output is not None:
+            extra = StructuredOutput(request.output, self.config.output_retries)
+            traced = hooks is self._traced
+            hooks = Hooks([extra, *self.capabilities, *([Telemetry(self)] if traced else [])])
+        run = Run(self, f"{self.id}/{self._runs}", request, caller, hooks)
+        run.emit = functools.partial(self.emit, run)
+        return run
+
+    def follow_up_run(self, text: str) -> Run:
+        """A run for a follow-up (or a late steer): nobody waits for its answer."""
+        return self.new_run(RunRequest(text, timeout=self.config.run_timeout), None)
+
+    async def execute(self, run: Run) -> tuple[Any, BaseException | None]:
+        """The run's turns: ``(result, failure)``."""
+        return await run_turns(self, run)
+
+    async def settle(self, run: Run, value: Any, failure: BaseException | None) -> None:
+        """After the loop: capabilities' ``after_run``, save, then the last events (``Done`` last)."""
+        hooks = run.hooks
+        for after in hooks.after_run:
+            await after(run, failure)
+        for changed in hooks.history_changed:
+            await changed(self)
+        emit = run.emit
+        if failure is not None:
+            await emit(Error(type(failure).__name__, self.scrub(describe(failure))))
+            await emit(Done(_status_of(failure)))
+            return
+        text = value if isinstance(value, str) and not run.structured else _as_json(value)
+        await emit(AgentEnd(text, run.usage, run.turn))
+        await emit(Done("completed"))
+
+    async def ask_model(self, run: Run) -> AssistantMessage:
+        """One model request for ``run``'s next turn, through the capabilities' hooks."""
+        config = self.config
+        request = ModelRequest(
+            self.system_prompt, tuple(self.messages), self.tool_definitions, config.thinking_level, config.max_tokens
+        )
+        hooks = run.hooks
+        for prepare in hooks.prepare_request:
+            request = prepare(run, request)
+        if not (hooks.model_started or hooks.model_finished):
+            return await self.model.complete(request, run.emit)
+        for started in hooks.model_started:
+            started(run)
+        try:
+            response = await self.model.complete(request, run.emit)
+        except BaseException as exc:
+            for finished in hooks.model_finished:
+                finished(run, None, exc)
+            raise
+        for finished in hooks.model_finished:
+            finished(run, response, None)
+        return response
+
+    def listened(self, run: Run) -> bool:
+        """Whether anyone receives ``run``'s events (else per-call events need not be built)."""
+        return run.sink is not None or run.on_event is not None or self._event_hook or bool(self.pubsub)
+
+    async def emit(self, run: Run, event: Event) -> None:
+        """Deliver ``event`` to node subscribers, the run's stream and callback, and ``handle_event``."""
+        if self.pubsub:
+            self.pubsub.publish(self.id, AgentEvent(self.id, event))
+        sink = run.sink
+        if sink is not None:
+            try:
+                await sink.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                run.sink = None  # the reader left; the run is being aborted
+        callback = run.on_event
+        if callback is not None:
+            try:
+                await callback(event)
+            except Exception as exc:
+                logger.error("on_event callback raised; dropping it", exc_info=exc)
+                run.on_event = None
+        if self._event_hook:
+            await self.agent.handle_event(event)
+
+    def scrub_blocks(self, blocks: tuple[TextBlock | ImageBlock, ...]) -> tuple[TextBlock | ImageBlock, ...]:
+        """``blocks`` with their text scrubbed (images as they are)."""
+        if not self._scrubs:
+            return blocks
+        scrub = self.scrub
+        return tuple(TextBlock(scrub(b.text)) if type(b) is TextBlock else b for b in blocks)
+
+    # ------------------------------------------------------------------ maintenance
+
+    async def clear(self) -> None:
+        """Forget the conversation (the capabilities hear of it: a store deletes its snapshot)."""
+        self.messages.clear()
+        for changed in self.hooks.history_changed:
+            await changed(self)
+
+    async def compact(self) -> int:
+        """Run the compactor now; how many messages it removed (0 without one)."""
+        before = len(self.messages)
+        for capability in self.capabilities:
+            if isinstance(capability, Compaction):
+                await capability.compact(self, strict=True)
+        for changed in self.hooks.history_changed:
+            await changed(self)
+        return before - len(self.messages)
+
+
+def _base_handle_event() -> Any:
+    from ._agent import Agent
+
+    return Agent.handle_event
+
+
+def _status_of(failure: BaseException) -> Any:
+    if isinstance(failure, Aborted):
+        return "aborted"
+    if isinstance(failure, RunTimeout):
+        return "timeout"
+    return "failed"
+
+
+def _as_json(value: Any) -> str:
+    import json
+
+    return json.dumps(unstructure(value), ensure_ascii=False, default=str)
+

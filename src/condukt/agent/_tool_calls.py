@@ -1,0 +1,229 @@
+"""Running a turn's tool calls: concurrently, each under its timeout, never taking the agent down.
+
+A tool's failure is the model's business, not the process's: whatever a
+tool raises (``ToolError``, any exception, ``SystemExit`` from argparse or
+click, an exception whose ``__str__`` raises) becomes an error result the
+model sees, and the run goes on. Only trio's cancellation (an abort, the
+run's timeout, the process stopping) and ``KeyboardInterrupt`` pass through.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..events import ToolCallEnd, ToolCallStart
+from ..messages import ImageBlock, TextBlock, ToolCall, ToolResultMessage
+from ..tools import AGENT_DEFAULT, ToolContext, ToolError, render_result
+
+if TYPE_CHECKING:
+    from ._run import Run
+    from ._session import Session
+
+__all__ = ["describe", "run_tool_calls"]
+
+logger = logging.getLogger("condukt.agent")
+
+Content = tuple[TextBlock | ImageBlock, ...]
+
+
+def describe(exc: BaseException) -> str:
+    """``exc`` as text for a message, even when its ``__str__`` raises."""
+    try:
+        text = str(exc)
+    except BaseException:  # a broken __str__ must not break the report of the failure
+        return f"<unprintable {type(exc).__name__}>"
+    return text
+
+
+def _passes_through(exc: BaseException) -> bool:
+    """Whether ``exc`` (or a leaf of its group) is cancellation or Ctrl-C, which a tool must not swallow."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split((trio.Cancelled, KeyboardInterrupt))[0] is not None
+    return isinstance(exc, (trio.Cancelled, KeyboardInterrupt))
+
+
+def _error(message: str) -> Content:
+    return (TextBlock(f"Error: {message}"),)
+
+
+def _display(content: Content) -> str:
+    """A tool result as event text: images shown as a placeholder."""
+    if len(content) == 1 and type(content[0]) is TextBlock:
+        return content[0].text
+    return "".join(
+        b.text if type(b) is TextBlock else f"[image {b.media_type}, {len(b.data) * 3 // 4} bytes]"  # type: ignore[union-attr]
+        for b in content
+    )
+
+
+def timeout_of(session: Session, call: ToolCall) -> float | None:
+    """The timeout of ``call``: its tool's own, else the agent's ``tool_timeout``."""
+    tool = session.tools_by_name.get(call.name)
+    if tool is None or tool.timeout is AGENT_DEFAULT:
+        return session.config.tool_timeout
+    return tool.timeout  # type: ignore[return-value]
+
+
+async def invoke(session: Session, run: Run, call: ToolCall) -> tuple[Content, bool, BaseException | None]:
+    """Run one call's tool (no timeout here): (content, is_error, the exception if it crashed)."""
+    tool = session.tools_by_name.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(session.tools_by_name)) or "none"
+        return _error(f"unknown tool {call.name!r}. Available tools: {known}"), True, None
+    problem = tool.validate(call.arguments)
+    if problem is not None:
+        return _error(f"invalid arguments for {call.name}: {problem}"), True, None
+    context = ToolContext(
+        session.handle,
+        session.cwd,
+        tool.opts,
+        session.id,
+        call.id,
+        session.config.confine_to_cwd,
+        secrets=session.secrets.env,
+        emit=run.emit,
+    )
+    try:
+        return render_result(await tool.call(dict(call.arguments), context)), False, None
+    except ToolError as exc:
+        return _error(describe(exc)), True, None
+    except BaseException as exc:
+        if _passes_through(exc):
+            raise
+        # Scrubbed: the traceback carries the exception's message, which may hold a secret.
+        trace = "".join(traceback.format_exception(exc))
+        logger.warning("tool %r raised:\n%s", call.name, session.scrub(trace))
+        return _error(f"{type(exc).__name__}: {describe(exc)}"), True, exc
+
+
+async def run_tool_calls(session: Session, run: Run, calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
+    """Run a turn's calls; their results in call order.
+
+    Capabilities may answer calls themselves first (in call order: a
+    structured run's ``submit_result`` is judged so). Calls that start
+    together with the same timeout share one deadline (one nursery's cancel
+    scope) instead of a cancel scope each: the deadlines are identical, and
+    a scope per call is the dominant cost of a wide fan-out.
+    """
+    runner = _Calls(session, run, calls)
+    return await runner.all()
+
+
+class _Calls:
+    """The calls of one turn and their results."""
+
+    __slots__ = ("calls", "notify", "results", "run", "session", "started")
+
+    def __init__(self, session: Session, run: Run, calls: Sequence[ToolCall]) -> None:
+        self.session = session
+        self.run = run
+        self.calls = calls
+        self.results: list[ToolResultMessage | None] = [None] * len(calls)
+        self.started: dict[int, float] = {}
+        # Per-call events and hooks cost a little per call: only when someone listens.
+        self.notify = session.listened(run) or run.hooks.watches_tools
+
+    async def all(self) -> list[ToolResultMessage]:
+        session, run, calls = self.session, self.run, self.calls
+        groups: dict[float | None, list[int]] = {}
+        intercepts = run.hooks.intercept_tool_call
+        for index, call in enumerate(calls):
+            answer = None
+            for intercept in intercepts:
+                answer = intercept(run, call)
+                if answer is not None:
+                    break
+            if answer is not None:
+                if self.notify:
+                    await self._started(index)
+                    await self._finished(index, answer.content, answer.is_error, None)
+                self.results[index] = answer
+            else:
+                groups.setdefault(timeout_of(session, call), []).append(index)
+        if len(groups) == 1:
+            ((timeout, indices),) = groups.items()
+            if len(indices) == 1:
+                await self._one(indices[0], timeout)
+            else:
+                await self._group(timeout, indices)
+        elif groups:
+            async with trio.open_nursery() as nursery:
+                for timeout, indices in groups.items():
+                    nursery.start_soon(self._group, timeout, indices)
+        return self.results  # type: ignore[return-value]  # every slot is filled
+
+    async def _started(self, index: int) -> None:
+        """Only when ``notify``: record the start, tell the hooks and listeners."""
+        self.started[index] = trio.current_time()
+        call = self.calls[index]
+        run = self.run
+        await run.emit(ToolCallStart(call.id, call.name, call.arguments))
+        for hook in run.hooks.tool_started:
+            hook(run, call)
+
+    async def _finished(self, index: int, content: Content, is_error: bool, crash: BaseException | None) -> None:
+        call = self.calls[index]
+        scrub = self.session.scrub_blocks
+        result = ToolResultMessage(call.id, call.name, scrub(content), is_error)
+        self.results[index] = result
+        if self.notify:
+            run = self.run
+            duration = trio.current_time() - self.started[index]
+            for hook in run.hooks.tool_finished:
+                hook(run, call, result, crash, duration)
+            await run.emit(ToolCallEnd(call.id, call.name, _display(result.content), is_error, duration))
+
+    def _interrupted(self, index: int, exc: BaseException) -> None:
+        """A call cut off by cancellation (abort, run timeout): tell the hooks (synchronously: we are cancelled)."""
+        run = self.run
+        if self.notify and index in self.started:
+            duration = trio.current_time() - self.started[index]
+            for hook in run.hooks.tool_finished:
+                hook(run, self.calls[index], None, exc, duration)
+
+    async def _one(self, index: int, timeout: float | None) -> None:
+        if self.notify:
+            await self._started(index)
+        call = self.calls[index]
+        try:
+            with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:
+                outcome = await invoke(self.session, self.run, call)
+        except BaseException as exc:
+            self._interrupted(index, exc)
+            raise
+        if scope.cancelled_caught:
+            outcome = _error(f"tool {call.name!r} timed out after {timeout:g} seconds"), True, None
+        await self._finished(index, *outcome)
+
+    async def _group(self, timeout: float | None, indices: list[int]) -> None:
+        async def one(index: int) -> None:
+            if self.notify:
+                await self._started(index)
+            outcome = await invoke(self.session, self.run, self.calls[index])
+            await self._finished(index, *outcome)
+
+        try:
+            async with trio.open_nursery() as group:
+                if timeout is not None:
+                    group.cancel_scope.deadline = trio.current_time() + timeout
+                for index in indices:
+                    group.start_soon(one, index)
+        except BaseException as exc:  # aborted: close what started and did not finish
+            leaf = exc
+            while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+                leaf = leaf.exceptions[0]
+            for index in indices:
+                if self.results[index] is None:
+                    self._interrupted(index, leaf)
+            raise
+        for index in indices:
+            if self.results[index] is None:  # cut off by the shared deadline
+                if self.notify and index not in self.started:
+                    await self._started(index)
+                call = self.calls[index]
+                await self._finished(index, _error(f"tool {call.name!r} timed out after {timeout:g} seconds"), True, None)
