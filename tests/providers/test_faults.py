@@ -10,7 +10,6 @@ import trio
 
 import condukt
 from condukt.events import Done, Error, Retry, TextDelta
-from condukt.messages import UserMessage
 from condukt.providers import (
     AuthenticationFailed,
     InvalidRequest,

@@ -157,13 +157,13 @@ async def test_a_second_submission_is_refused_and_the_first_result_kept() -> Non
         for _ in range(20):
             model = ScriptedModel([[call("submit_result", GOOD), call("submit_result", other)]])
             agent = await spawn(node, model)
-            ends: list[ToolCallEnd] = []
+            events: list[object] = []
 
-            async def on_event(event: object) -> None:
-                if isinstance(event, ToolCallEnd):
-                    ends.append(event)
+            async def on_event(event: object, into: list[object] = events) -> None:
+                into.append(event)
 
             assert await agent.run("Review it", output=REVIEW_SCHEMA, on_event=on_event) == GOOD
+            ends = [e for e in events if isinstance(e, ToolCallEnd)]
             first, second = ends
             assert first.result == "Result accepted." and not first.is_error
             assert second.is_error and "already submitted" in second.result

@@ -104,7 +104,7 @@ class Agent(Server):
         """Extra :class:`Capability` objects plugged into this agent's loop (see ``docs/agents.md``)."""
         return []
 
-    async def init(self, options: Mapping[str, Any]) -> None:  # type: ignore[override]
+    async def init(self, options: Mapping[str, Any]) -> None:
         """Called once at start with every start option, before tools and model resolve.
 
         Set attributes here that :meth:`tools` needs. An exception fails the start.
@@ -140,7 +140,7 @@ class Agent(Server):
 
     # ------------------------------------------------------------------ the process (low-level hooks)
 
-    async def boot(self, **options: Any) -> None:  # type: ignore[override]
+    async def boot(self, **options: Any) -> None:
         """Check the options, run :meth:`init`, then set up capabilities, tools and model."""
         session = self.__session = Session(self, AgentConfig.build(type(self), options))
         await self.init(options)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..compaction import Compactor
-from ..providers import Model, validate_thinking_level
+from ..providers import Model, ThinkingLevel, validate_thinking_level
 from ..redaction import Redactor
 from ._validate import check_bool, check_count, check_mapping, check_seconds, check_str
 
@@ -151,7 +151,7 @@ class AgentConfig:
     api_key: str | None = attrs.field(repr=False)
     base_url: str | None
     system_prompt: str | None
-    thinking_level: str
+    thinking_level: ThinkingLevel
     cwd: Path
     id: str | None
     max_turns: int

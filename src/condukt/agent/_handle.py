@@ -107,7 +107,10 @@ class AgentHandle(Handle):
 
     @property
     def session_id(self) -> str:
-        """The id of the agent's conversation (a UUIDv7 unless given as ``id=``). Raises :class:`NoProc` once it exited."""
+        """The id of the agent's conversation (a UUIDv7 unless given as ``id=``).
+
+        Raises :class:`NoProc` once the agent exited.
+        """
         return self._session().id
 
     @property

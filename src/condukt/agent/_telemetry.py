@@ -89,7 +89,8 @@ class Telemetry(Capability):
         duration = trio.current_time() - started
         if message is None:
             assert error is not None
-            telemetry.emit(("condukt", "llm", "exception"), {"duration": duration}, {**meta, **_error(self.session, error)})
+            failed = {**meta, **_error(self.session, error)}
+            telemetry.emit(("condukt", "llm", "exception"), {"duration": duration}, failed)
             return
         telemetry.emit(
             ("condukt", "llm", "stop"),
@@ -116,10 +117,14 @@ class Telemetry(Capability):
         error: BaseException | None,
         duration: float,
     ) -> None:
-        """``("condukt", "tool", "stop")`` (``is_error`` for a ToolError), or ``"exception"`` for a crash or cancellation."""
+        """``("condukt", "tool", "stop")`` (``is_error`` for a ToolError), or ``"exception"``.
+
+        ``"exception"`` means the tool crashed or was cancelled.
+        """
         meta = self._tool_meta(run, call)
         if error is None and result is not None:
             telemetry.emit(("condukt", "tool", "stop"), {"duration": duration}, {**meta, "is_error": result.is_error})
         else:
             assert error is not None
-            telemetry.emit(("condukt", "tool", "exception"), {"duration": duration}, {**meta, **_error(self.session, error)})
+            failed = {**meta, **_error(self.session, error)}
+            telemetry.emit(("condukt", "tool", "exception"), {"duration": duration}, failed)

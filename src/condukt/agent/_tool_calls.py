@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -226,4 +226,5 @@ class _Calls:
                 if self.notify and index not in self.started:
                     await self._started(index)
                 call = self.calls[index]
-                await self._finished(index, _error(f"tool {call.name!r} timed out after {timeout:g} seconds"), True, None)
+                timed_out = _error(f"tool {call.name!r} timed out after {timeout:g} seconds")
+                await self._finished(index, timed_out, True, None)

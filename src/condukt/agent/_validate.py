@@ -85,6 +85,9 @@ def check_mapping(name: str, value: Any, *, optional: bool = True) -> Mapping[st
 
 def check_callable(name: str, value: Any) -> Callable[..., Any] | None:
     """A callable, or ``None``."""
-    if value is not None and not callable(value):
+    if value is None:
+        return None
+    if not callable(value):
         raise TypeError(f"{name} must be a callable or None, got {_kind(value)} {value!r}")
-    return value
+    checked: Callable[..., Any] = value
+    return checked
