@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_rescheduled
+
 from ..events import Done, Error
 from ..otp import NO_REPLY, Caller
 from ._errors import Aborted, Busy, NotRunning
@@ -50,6 +52,10 @@ class State(enum.Enum):
     MAINTAINING = "maintaining"
 
 
+#: Placeholder for the worker between ``start_soon`` and its first step.
+_STARTING: Any = object()
+
+
 class _Operation:
     """A queued maintenance job: ``await fn()`` answers ``caller``."""
 
@@ -63,7 +69,7 @@ class _Operation:
 class Lifecycle:
     """The state machine of one agent process (see the module docstring)."""
 
-    __slots__ = ("_guarding", "current", "follow_ups", "queue", "session", "state")
+    __slots__ = ("_guarding", "_next", "_parked", "_worker", "current", "follow_ups", "queue", "session", "state")
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -73,6 +79,13 @@ class Lifecycle:
         self.queue: deque[Run | _Operation] = deque()
         self.follow_ups: deque[str] = deque()
         self._guarding = False
+        # The job worker: one task per agent, started with the first job and
+        # parked between jobs. Waking a parked task costs a fraction of
+        # spawning one per run (a task, a coroutine, a context copy, a nursery
+        # entry), and a run's cost is mostly such runtime bookkeeping.
+        self._worker: Task | None = None
+        self._parked = False
+        self._next: Run | _Operation | None = None
 
     # ------------------------------------------------------------------ requests
 
@@ -128,7 +141,7 @@ class Lifecycle:
         if run is not None and (not targeted or run.request is request or run.id == run_id):
             if self.state is not State.RUNNING:
                 return False  # its result is being delivered: too late
-            run.scope.cancel()
+            run.abort()
             if from_run:
                 return True  # the caller is the run itself: it cannot wait for its own end
             run.abort_waiters.append(caller)
@@ -144,7 +157,7 @@ class Lifecycle:
         """The caller of ``request`` went away: stop it if it runs, forget it if queued."""
         run = self.current
         if run is not None and run.request is request:
-            run.scope.cancel()
+            run.abort()
             return
         for job in self.queue:
             if type(job) is Run and job.request is request:
@@ -170,10 +183,15 @@ class Lifecycle:
         if type(job) is Run:
             self.state = State.RUNNING
             self.current = job
-            self.session.agent.start_soon(self._run_job, job)
         else:
             self.state = State.MAINTAINING
-            self.session.agent.start_soon(self._operation_job, job)
+        self._next = job
+        if self._worker is None:
+            self._worker = _STARTING
+            self.session.agent.start_soon(self._work)
+        elif self._parked:
+            self._parked = False
+            reschedule(self._worker)
 
     def _to_finishing(self, run: Run, failure: BaseException | None) -> None:
         self.state = State.FINISHING
@@ -217,8 +235,33 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ jobs
 
+    async def _work(self) -> None:
+        """The worker task: runs each job handed to it by :meth:`_start`, parks in between."""
+        self._worker = current_task()
+        while True:
+            job = self._next
+            if job is None:
+                self._parked = True
+                await wait_task_rescheduled(self._unpark)
+                continue
+            self._next = None
+            if type(job) is Run:
+                await self._run_job(job)
+            else:
+                await self._operation_job(job)  # type: ignore[arg-type]
+
+    def _unpark(self, raise_cancel: Any) -> Abort:
+        self._parked = False  # the process is exiting: the worker goes with it
+        return Abort.SUCCEEDED
+
     async def _run_job(self, run: Run) -> None:
-        CURRENT_RUN.set(run)  # this task's own context: its tools inherit it
+        token = CURRENT_RUN.set(run)  # the worker's context: the run's tool tasks inherit it
+        try:
+            await self._execute(run)
+        finally:
+            CURRENT_RUN.reset(token)
+
+    async def _execute(self, run: Run) -> None:
         session = self.session
         try:
             value, failure = await session.execute(run)

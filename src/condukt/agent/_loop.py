@@ -42,7 +42,10 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     run.started_at = trio.current_time()
     value: Any = None
     failure: BaseException | None = None
-    with run.scope, trio.move_on_after(run.timeout if run.timeout is not None else float("inf")) as clock:
+    scope = run.scope  # one scope for the abort and the timeout: the run's flag tells them apart
+    if run.timeout is not None:
+        scope.deadline = run.started_at + run.timeout
+    with scope:
         try:
             messages.append(UserMessage((TextBlock(prompt), *run.images)))
             await emit(AgentStart(session.id, prompt, run.id))
@@ -80,10 +83,11 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                 value = finish(run, value)
         except (AgentError, ModelError) as exc:
             failure = exc
-    if clock.cancelled_caught:
-        failure = RunTimeout(f"run did not finish within {run.timeout:g}s")
-    elif run.scope.cancelled_caught:
-        failure = Aborted("run aborted")
+    if scope.cancelled_caught:
+        if run.aborted:
+            failure = Aborted("run aborted")
+        else:
+            failure = RunTimeout(f"run did not finish within {run.timeout:g}s")
     if failure is not None:
         _roll_back(session, run, committed)
         return None, failure

@@ -35,6 +35,7 @@ class Run:
 
     __slots__ = (
         "abort_waiters",
+        "aborted",
         "caller",
         "emit",
         "hooks",
@@ -77,8 +78,9 @@ class Run:
         self.sink = request.sink
         self.on_event = request.on_event
         self.hooks = hooks
-        #: Cancelled by ``abort()``, even before the run's task started.
+        #: Cancelled by :meth:`abort` (even before the run started) and at the run's deadline.
         self.scope = trio.CancelScope()
+        self.aborted = False
         self.steers: list[str] = []
         self.abort_waiters: list[Caller] = []
         self.state: dict[str, Any] = {}
@@ -91,6 +93,11 @@ class Run:
         #: Whether anybody receives per-call events (else they are not built).
         self.listened = False
         self.emit: Callable[[Any], Awaitable[None]]
+
+    def abort(self) -> None:
+        """Stop the run: its loop sees cancellation at the next checkpoint and fails with ``Aborted``."""
+        self.aborted = True
+        self.scope.cancel()
 
     @property
     def structured(self) -> bool:
