@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
-
 from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_rescheduled
 
 from ..events import Done, Error
