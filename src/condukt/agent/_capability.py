@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._run import Run
     from ._session import Session
 
-__all__ = ["HOOKS", "Capability", "Hooks"]
+__all__ = ["HOOKS", "NO_HOOKS", "Capability", "Hooks"]
 
 
 class Capability:
@@ -177,3 +177,7 @@ class Hooks:
     def watches_tools(self) -> bool:
         """Whether any capability wants per-call tool notifications."""
         return bool(self.tool_started or self.tool_finished)
+
+
+#: The hooks of an agent without capabilities (shared: they are immutable).
+NO_HOOKS = Hooks(())

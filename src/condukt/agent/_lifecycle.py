@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import outcome
 import trio
 from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_rescheduled
 
@@ -53,6 +54,8 @@ class State(enum.Enum):
 
 #: Placeholder for the worker between ``start_soon`` and its first step.
 _STARTING: Any = object()
+#: What wakes a parked worker to end it.
+_QUIT: Any = object()
 
 
 class _Operation:
@@ -241,7 +244,8 @@ class Lifecycle:
             job = self._next
             if job is None:
                 self._parked = True
-                await wait_task_rescheduled(self._unpark)
+                if await wait_task_rescheduled(self._unpark) is _QUIT:
+                    return
                 continue
             self._next = None
             if type(job) is Run:
@@ -250,8 +254,15 @@ class Lifecycle:
                 await self._operation_job(job)  # type: ignore[arg-type]
 
     def _unpark(self, raise_cancel: Any) -> Abort:
-        self._parked = False  # the process is exiting: the worker goes with it
-        return Abort.SUCCEEDED
+        # Cancelled while parked: the process is exiting and the worker has
+        # nothing in hand. It returns quietly instead of raising Cancelled,
+        # which would cost an exception and its journey through the nursery
+        # on every agent's exit.
+        self._parked = False
+        worker = self._worker
+        assert worker is not None
+        reschedule(worker, outcome.Value(_QUIT))
+        return Abort.FAILED
 
     async def _run_job(self, run: Run) -> None:
         token = CURRENT_RUN.set(run)  # the worker's context: the run's tool tasks inherit it

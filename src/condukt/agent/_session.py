@@ -25,7 +25,7 @@ from ..providers import Model, ModelRequest
 from ..secrets import Secrets, resolve_secrets
 from ..serialization import unstructure
 from ..tools import Tool, resolve_tools
-from ._capability import Capability, Hooks
+from ._capability import NO_HOOKS, Capability, Hooks
 from ._compaction import Compaction
 from ._config import AgentConfig
 from ._errors import Aborted, Busy, NotRunning, RunTimeout
@@ -80,8 +80,8 @@ class Session:
         self.created_at = time.time()
         self.scrub: Callable[[str], str] = _same
         self.capabilities: list[Capability] = []
-        self.hooks = Hooks(())
-        self._traced = self.hooks
+        self.hooks = NO_HOOKS
+        self._traced: Hooks | None = None
         self.model: Model
         self.tools: tuple[Tool, ...] = ()
         self.tools_by_name: dict[str, Tool] = {}
@@ -98,7 +98,7 @@ class Session:
         """Resolve secrets, set up the capabilities, then the tools and the model."""
         agent, config = self.agent, self.config
         own = await resolve_secrets(config.secrets if config.secrets is not None else agent.secrets())
-        secrets = Secrets({**config.inherited_secrets, **own.env})
+        secrets = Secrets({**config.inherited_secrets, **own.env}) if config.inherited_secrets else own
         if config.api_key is not None:
             secrets = secrets.hiding({"API_KEY": config.api_key})
         self.secrets = secrets
@@ -118,11 +118,11 @@ class Session:
         for capability in extra:
             if not isinstance(capability, Capability):
                 raise TypeError(f"capabilities must be condukt.agent.Capability instances, got {capability!r}")
-        self.capabilities = [*builtin, *extra]
-        self._set_hooks()
-        for setup in self.hooks.setup:
-            await setup(self)
-        self._set_hooks()  # setup may have changed what capabilities do (a restored config...)
+        self.capabilities = capabilities = [*builtin, *extra]
+        for capability in capabilities:
+            await capability.setup(self)
+        self.hooks = Hooks(capabilities) if capabilities else NO_HOOKS
+        self._set_scrub()
         tools = list(config.tools if config.tools is not None else agent.tools())
         for offer in self.hooks.tools:
             tools.extend(offer(self))
@@ -137,9 +137,14 @@ class Session:
         if telemetry.enabled():
             Telemetry.agent_started(self)
 
-    def _set_hooks(self) -> None:
-        self.hooks = Hooks(self.capabilities)
-        self._traced = Hooks([*self.capabilities, Telemetry(self)])
+    def _traced_hooks(self) -> Hooks:
+        """The hooks with telemetry added (built the first time telemetry is on for a run)."""
+        traced = self._traced
+        if traced is None:
+            traced = self._traced = Hooks([*self.capabilities, Telemetry(self)])
+        return traced
+
+    def _set_scrub(self) -> None:
         scrubs = self.hooks.scrub
         self._scrubs = bool(scrubs)
         if not scrubs:
@@ -207,10 +212,10 @@ class Session:
     def new_run(self, request: RunRequest, caller: Caller | None) -> Run:
         """A :class:`Run` for ``request``, with its id, hooks and event fan-out."""
         self._runs += 1
-        hooks = self._traced if telemetry.enabled() else self.hooks
+        traced = telemetry.enabled()
+        hooks = self._traced_hooks() if traced else self.hooks
         if request.output is not None:
             extra = StructuredOutput(request.output, self.config.output_retries)
-            traced = hooks is self._traced
             hooks = Hooks([extra, *self.capabilities, *([Telemetry(self)] if traced else [])])
         run = Run(self, f"{self.id}/{self._runs}", request, caller, hooks)
         run.emit = functools.partial(self.emit, run)

@@ -10,6 +10,7 @@ run's timeout, the process stopping) and ``KeyboardInterrupt`` pass through.
 from __future__ import annotations
 
 import logging
+import math
 import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -190,14 +191,21 @@ class _Calls:
         if self.notify:
             await self._started(index)
         call = self.calls[index]
+        run = self.run
         try:
-            with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:
-                outcome = await invoke(self.session, self.run, call)
+            # No scope of its own when the run's deadline comes first: the
+            # tool's could never fire, and a scope is most of a call's cost.
+            deadline = trio.current_time() + timeout if timeout is not None else math.inf
+            if deadline >= run.scope.deadline:
+                outcome = await invoke(self.session, run, call)
+            else:
+                with trio.CancelScope(deadline=deadline) as scope:
+                    outcome = await invoke(self.session, run, call)
+                if scope.cancelled_caught:
+                    outcome = _error(f"tool {call.name!r} timed out after {timeout:g} seconds"), True, None
         except BaseException as exc:
             self._interrupted(index, exc)
             raise
-        if scope.cancelled_caught:
-            outcome = _error(f"tool {call.name!r} timed out after {timeout:g} seconds"), True, None
         await self._finished(index, *outcome)
 
     async def _group(self, timeout: float | None, indices: list[int]) -> None:
