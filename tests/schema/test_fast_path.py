@@ -34,6 +34,11 @@ SCHEMAS: list[dict[str, Any]] = [
     {"type": "integer", "minLength": 3, "maximum": 5},
     {"type": ["string", "integer", "array"], "minLength": 2, "minimum": 1, "maxItems": 1, "items": {"type": "string"}},
     {"enum": ["a", "b"], "minLength": 1},
+    {"type": ["number", "null"], "minimum": 0, "exclusiveMaximum": 10},
+    {"type": ["boolean", "number"]},
+    {"type": ["integer", "string"], "maxLength": 1, "maximum": 3},
+    {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 2}},
 ]
 
 VALUES: list[Any] = [
@@ -45,6 +50,7 @@ VALUES: list[Any] = [
     {"path": "a", "tags": []}, {"path": "a", "tags": ["t"]}, {"path": "a", "tags": [1]},
     {"path": "a", "maybe": None}, {"path": "a", "maybe": 3}, {"path": "a", "fixed": True},
     {"path": "a", "fixed": 1}, {"path": "a", "extra": 1}, {"a": "xyz"}, {"a": "abc"},
+    10, 10.0, 3.0, 3.5, -0.5, 0.0, "ab", [2, 3.0], [2, 1], float("inf"), float("-inf"), float("nan"),
 ]  # fmt: skip
 
 

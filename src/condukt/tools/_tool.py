@@ -172,10 +172,12 @@ class Tool(abc.ABC):
             if isinstance(args, str):
                 return f"arguments are not valid JSON: {args[:200]!r}"
             return f"arguments must be a JSON object, got {type(args).__name__}"
-        try:
-            schema = self._compiled()
-        except Exception as exc:  # check() was skipped, or parameters is a property that fails
-            return f"the tool's parameters are not a usable schema: {type(exc).__name__}"
+        schema = self._schema
+        if schema is None:
+            try:
+                schema = self._compiled()
+            except Exception as exc:  # check() was skipped, or parameters is a property that fails
+                return f"the tool's parameters are not a usable schema: {type(exc).__name__}"
         if schema.is_valid(args):
             return None
         errors = schema.errors(args, limit=1)
