@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from types import MappingProxyType
 from typing import Any, Literal
 
 import pytest
@@ -49,6 +50,13 @@ def test_a_dict_schema_has_no_target_and_is_copied() -> None:
     spec["required"] = []  # the caller changing its dict afterwards changes nothing
     assert not schema.is_valid({})
     assert list(schema.json) == ["type", "properties", "required"]  # the caller's order, as the model sees it
+
+
+def test_any_mapping_is_a_schema_dict() -> None:
+    schema = Schema.of(MappingProxyType({"type": "object", "properties": MappingProxyType({"q": {"type": "string"}})}))
+    assert schema.json == {"type": "object", "properties": {"q": {"type": "string"}}}
+    assert type(schema.json["properties"]) is dict
+    assert not schema.is_valid({"q": 1})
 
 
 def test_derived_schemas_keep_descriptions_and_are_closed() -> None:

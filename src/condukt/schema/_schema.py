@@ -54,6 +54,8 @@ class Schema(Generic[T]):
             raise ValueError(f"invalid JSON Schema{at}: {shorten(exc.message, 300)}") from None
         except RecursionError:
             raise ValueError("invalid JSON Schema: it is nested too deeply") from None
+        except Exception as exc:  # jsonschema failing on a schema it cannot read at all
+            raise ValueError(f"invalid JSON Schema: {type(exc).__name__}: {shorten(str(exc), 300)}") from None
         self.json = schema
         self.target = target
         self._validator: Validator = cls(schema)
@@ -169,7 +171,9 @@ class _Text:
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         try:
-            self.text = json.dumps(spec, sort_keys=True, separators=(",", ":"), allow_nan=False)
+            self.text = json.dumps(
+                spec, sort_keys=True, separators=(",", ":"), allow_nan=False, default=_mapping_as_dict
+            )
         except RecursionError:
             raise ValueError("invalid JSON Schema: it is nested too deeply") from None
         except (TypeError, ValueError) as exc:
@@ -184,10 +188,17 @@ class _Text:
         return isinstance(other, _Text) and other.text == self.text
 
 
+def _mapping_as_dict(value: Any) -> dict[Any, Any]:
+    """Lets any Mapping (a ``MappingProxyType``...) stand for a JSON object; anything else is not JSON."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _of_text(key: _Text) -> Schema[Any]:
     # A copy in the caller's key order (the order the model sees), detached from the caller's dict.
-    schema: Schema[Any] = Schema(json.loads(json.dumps(key.spec)), None)
+    schema: Schema[Any] = Schema(json.loads(json.dumps(key.spec, default=_mapping_as_dict)), None)
     key.spec = None  # the cache keeps the key: it need not keep the caller's dict alive
     return schema
 
