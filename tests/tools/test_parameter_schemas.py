@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -97,7 +98,7 @@ def deep(depth: int) -> list[Any]:
 
 def test_validate_never_raises() -> None:
     assert Money().validate({"x": 1.5}) is None
-    assert Money().validate({"x": float("inf")}) == "x: inf is not a finite number"
+    assert Money().validate(json.loads('{"x": 1e999}')) == "x: inf is not a finite number"  # as a provider parses it
     assert Money().validate({"x": 1.001}) == "x: 1.001 is not a multiple of 0.01"
     assert Tree().validate({"root": deep(5)}) is None
     assert Tree().validate({"root": deep(100_000)}) == "the value is nested too deeply to validate"
