@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import functools
 import json
 import os
 import re
@@ -11,13 +12,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
-import jsonschema
-from jsonschema.exceptions import best_match
 
 from ..messages import ImageBlock, TextBlock, ToolDefinition
 from ..otp import ConduktError
+from ..schema import Schema
 from ..serialization import unstructure
-from ._schema_check import compile_schema
 
 __all__ = [
     "AGENT_DEFAULT",
@@ -105,8 +104,11 @@ class ToolContext:
 class Tool(abc.ABC):
     """A thing an agent can do beyond generating text.
 
-    Subclass and set ``name``, ``description`` and ``parameters`` (a JSON
-    Schema for the arguments), then implement ``call``. Options given at
+    Subclass and set ``name``, ``description`` and ``parameters``, then
+    implement ``call``. ``parameters`` describes the arguments: a JSON
+    Schema dict of type ``object``, or an attrs class, a dataclass, a
+    ``TypedDict`` or a pydantic ``BaseModel`` class, whose derived schema
+    the model is sent (see :class:`condukt.schema.Schema`). Options given at
     construction (``Database(table="users")``) are in ``self.opts`` and in
     ``context.opts``; ``name``, ``description`` and ``parameters`` may be
     properties computed from them, so one class can appear many times.
@@ -116,7 +118,9 @@ class Tool(abc.ABC):
     content, anything else JSON-encoded. Raise :class:`ToolError` to report a
     failure the model can act on; any other exception is reported the same way
     (and logged). Arguments are validated against ``parameters`` before
-    ``call`` runs.
+    ``call`` runs, and ``call`` receives them as a dict of JSON data even
+    when ``parameters`` is a class (``Schema.of(Params).convert(args)``
+    builds an instance).
 
     ``timeout`` bounds each call in seconds: :data:`AGENT_DEFAULT` uses the
     agent's ``tool_timeout``; ``None`` means the tool enforces its own (as
@@ -125,12 +129,12 @@ class Tool(abc.ABC):
 
     name: str = ""
     description: str = ""
-    parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
+    parameters: Mapping[str, Any] | type[Any] = {"type": "object", "properties": {}}
     timeout: float | None | _AgentDefault = AGENT_DEFAULT
 
     def __init__(self, **opts: Any) -> None:
         self.opts: dict[str, Any] = dict(opts)
-        self._validator: Any = None
+        self._schema: Schema[Any] | None = None
         self._definition: ToolDefinition | None = None
 
     @abc.abstractmethod
@@ -138,43 +142,60 @@ class Tool(abc.ABC):
         """Run the tool with validated ``args``; return the result for the model."""
 
     def definition(self) -> ToolDefinition:
-        """The name, description and schema the model sees (computed once)."""
+        """The name, description and JSON Schema the model sees (computed once)."""
         if self._definition is None:
-            self._definition = ToolDefinition(self.name, self.description, dict(self.parameters))
+            self._definition = ToolDefinition(self.name, self.description, dict(self._compiled().json))
         return self._definition
 
     def check(self) -> None:
-        """Raise ``ValueError`` if the name or schema is unusable (done at agent start)."""
+        """Raise ``ValueError`` if the name or ``parameters`` is unusable (done at agent start)."""
         name = self.name
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(
                 f"{type(self).__name__}: tool name {name!r} must be 1-64 characters of letters, "
                 "digits, '_' or '-'"
             )
-        schema = self.parameters
-        if not isinstance(schema, Mapping) or schema.get("type") != "object":
-            raise ValueError(f"tool {name!r}: parameters must be a JSON Schema of type 'object'")
         try:
-            # A class-level schema is shared by every instance: compile it once.
-            stable = any(klass.__dict__.get("parameters") is schema for klass in type(self).__mro__)
-            self._validator = compile_schema(schema, stable=stable)
-        except jsonschema.SchemaError as exc:
-            raise ValueError(f"tool {name!r}: invalid parameters schema: {exc.message}") from exc
+            schema = self._compiled()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"tool {name!r}: invalid parameters schema: {exc}") from exc
+        if schema.json.get("type") != "object":
+            raise ValueError(f"tool {name!r}: parameters must be a JSON Schema of type 'object'")
 
     def validate(self, args: Any) -> str | None:
-        """A message saying why ``args`` do not fit ``parameters``, or ``None``."""
+        """A message saying why ``args`` do not fit ``parameters``, or ``None`` if they do.
+
+        Never raises: arguments that jsonschema itself fails on (``1e999``
+        against ``multipleOf``, a value nested too deeply) get a message too.
+        """
         if not isinstance(args, dict):
             if isinstance(args, str):
                 return f"arguments are not valid JSON: {args[:200]!r}"
             return f"arguments must be a JSON object, got {type(args).__name__}"
-        compiled = self._validator
-        if compiled is None:
-            compiled = self._validator = compile_schema(self.parameters)
-        if compiled.is_valid(args):
+        schema = self._schema
+        if schema is None:
+            try:
+                schema = self._compiled()
+            except Exception as exc:  # check() was skipped, or parameters is a property that fails
+                return f"the tool's parameters are not a usable schema: {type(exc).__name__}"
+        if schema.is_valid(args):
             return None
-        error = best_match(compiled.validator.iter_errors(args))
-        where = "/".join(str(p) for p in error.absolute_path)
-        return f"{where}: {error.message}" if where else error.message
+        errors = schema.errors(args, limit=1)
+        return errors[0] if errors else "the arguments do not match the schema"
+
+    def _compiled(self) -> Schema[Any]:
+        schema = self._schema
+        if schema is None:
+            spec = self.parameters
+            # A class attribute is shared by every instance: look it up by class, which is
+            # cheaper at agent start than comparing the dict's canonical JSON.
+            owner = next((k for k in type(self).__mro__ if "parameters" in k.__dict__), None)
+            if owner is not None and owner.__dict__["parameters"] is spec and isinstance(spec, Mapping):
+                schema = _class_schema(owner)
+            else:
+                schema = Schema.of(spec)
+            self._schema = schema
+        return schema
 
     def __repr__(self) -> str:
         # Options may hold secrets (Command env): never show their values.
@@ -183,6 +204,12 @@ class Tool(abc.ABC):
         except Exception:  # a property that needs options it was not given
             name = "?"
         return f"<{type(self).__name__} tool {name!r}>"
+
+
+@functools.lru_cache(maxsize=1024)
+def _class_schema(owner: type) -> Schema[Any]:
+    """The schema of a ``parameters`` dict set as a class attribute (never mutated, by convention)."""
+    return Schema.of(owner.__dict__["parameters"])
 
 
 def resolve_tools(items: Iterable[Any]) -> list[Tool]:
