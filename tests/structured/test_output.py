@@ -228,3 +228,38 @@ async def test_structured_run_history_then_plain_run(autojump_clock: trio.abc.Cl
         # The plain run sees the whole structured conversation, without the submit_result tool.
         assert len(model.requests[2].messages) == len(history) - 1
         assert "submit_result" not in tool_names(model.requests[2])
+
+
+async def test_typeddict_and_pydantic_results_are_of_their_types() -> None:
+    from typing import TypedDict
+
+    import pydantic
+
+    class ReviewDict(TypedDict):
+        verdict: str
+        summary: str
+
+    class ReviewModel(pydantic.BaseModel):
+        verdict: str
+        summary: str
+
+    async with condukt.open_node() as node:
+        model = ScriptedModel([call("submit_result", GOOD), call("submit_result", GOOD)])
+        agent = await spawn(node, model)
+        assert await agent.run("Review it", output=ReviewDict) == GOOD
+        result = await agent.run("Review it", output=ReviewModel)
+        assert result == ReviewModel(verdict="approve", summary="Looks fine.")
+        parameters = model.requests[1].tools[-1].parameters
+        assert parameters["required"] == ["verdict", "summary"]
+        # The history holds the result as JSON text, whatever its type.
+        assert json.loads((await agent.history())[-1].text) == GOOD
+
+
+async def test_a_non_object_result_schema_with_definitions_keeps_them_resolvable() -> None:
+    schema = {"$defs": {"name": {"type": "string", "minLength": 2}}, "type": "array", "items": {"$ref": "#/$defs/name"}}
+    model = ScriptedModel([call("submit_result", {"result": ["x"]}), call("submit_result", {"result": ["ab", "cd"]})])
+    async with condukt.open_node() as node:
+        agent = await spawn(node, model)
+        assert await agent.run("Names", output=schema) == ["ab", "cd"]
+        (rejected,) = tool_results(model.requests[1])
+        assert rejected.is_error and "too short" in rejected.text

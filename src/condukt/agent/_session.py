@@ -10,6 +10,7 @@ receive the session in their hooks.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -23,7 +24,6 @@ from ..messages import AssistantMessage, ImageBlock, Message, TextBlock, ToolDef
 from ..otp import NO_REPLY, Caller, ExitReason
 from ..providers import Model, ModelRequest
 from ..secrets import Secrets, resolve_secrets
-from ..serialization import unstructure
 from ..tools import Tool, resolve_tools
 from ._capability import NO_HOOKS, Capability, Hooks
 from ._compaction import Compaction
@@ -241,7 +241,7 @@ class Session:
             await emit(Error(type(failure).__name__, self.scrub(describe(failure))))
             await emit(Done(_status_of(failure)))
             return
-        text = value if isinstance(value, str) and not run.structured else _as_json(value)
+        text = _as_json(run.request.output.dump(value)) if run.structured else value
         await emit(AgentEnd(text, run.usage, run.turn))
         await emit(Done("completed"))
 
@@ -332,8 +332,6 @@ def _status_of(failure: BaseException) -> Any:
     return "failed"
 
 
-def _as_json(value: Any) -> str:
-    import json
-
-    return json.dumps(unstructure(value), ensure_ascii=False, default=str)
+def _as_json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=str)
 

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import jsonschema
-from jsonschema.exceptions import best_match
 
 from ..messages import AssistantMessage, Message, TextBlock, ToolCall, ToolDefinition, ToolResultMessage
 from ..providers import ModelRequest
-from ..schema import is_structured_type, schema_for
-from ..serialization import structure, unstructure
+from ..schema import Schema, is_structured_type
 from ._capability import Capability
 from ._errors import InvalidInput, InvalidOutput, NoResultSubmitted
 
 if TYPE_CHECKING:
     from ._run import Run
 
-__all__ = ["SUBMIT_RESULT", "OutputSpec", "StructuredOutput", "describe_errors", "output_spec", "render_input"]
+__all__ = ["SUBMIT_RESULT", "OutputSpec", "StructuredOutput", "output_spec", "render_input"]
 
 #: The name of the synthetic tool a structured run adds.
 SUBMIT_RESULT = "submit_result"
@@ -32,52 +29,36 @@ _INSTRUCTION = (
 )
 
 
-def _schema_of(spec: Any) -> tuple[dict[str, Any], type | None]:
-    if isinstance(spec, Mapping):
-        schema = dict(spec)
-        try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise ValueError(f"invalid JSON Schema: {exc.message}") from exc
-        return schema, None
-    if is_structured_type(spec):
-        return schema_for(spec), spec
-    raise TypeError(f"a schema must be a JSON Schema dict, an attrs class or a dataclass, got {spec!r}")
-
-
-def describe_errors(validator: Any, value: Any, limit: int = 5) -> list[str]:
-    """Readable messages for why ``value`` fails ``validator`` (most relevant first)."""
-    errors = sorted(validator.iter_errors(value), key=lambda e: (len(e.absolute_path), e.message))
-    first = best_match(validator.iter_errors(value))
-    ordered = [first, *(e for e in errors if e is not first)] if first is not None else errors
-    out: list[str] = []
-    for error in ordered:
-        where = "/".join(str(p) for p in error.absolute_path)
-        text = f"{where}: {error.message}" if where else error.message
-        if text not in out:
-            out.append(text)
-    return out[:limit]
-
-
 @attrs.frozen
 class OutputSpec:
-    """A run's required result: the schema the model submits and how to convert it back."""
+    """A run's required result: the schema the model submits and how to convert it back.
 
-    parameters: dict[str, Any]
+    ``schema`` is the user's (a JSON Schema dict, an attrs class, a
+    dataclass, a TypedDict or a pydantic model); ``parameters`` what the
+    ``submit_result`` tool takes: the same schema when it describes an
+    object, else ``{"result": <schema>}`` (tool arguments are objects).
+    """
+
+    schema: Schema[Any]
+    parameters: Schema[Any]
     wrapped: bool
-    target: type | None
-    validator: Any = attrs.field(eq=False, repr=False)
 
     @classmethod
     def of(cls, output: Any) -> OutputSpec:
-        """Build from a JSON Schema dict, an attrs class or a dataclass."""
-        schema, target = _schema_of(output)
-        wrapped = schema.get("type") != "object"
-        parameters = (
-            {"type": "object", "properties": {"result": schema}, "required": ["result"]} if wrapped else schema
-        )
-        validator = jsonschema.validators.validator_for(parameters)(parameters)
-        return cls(parameters, wrapped, target, validator)
+        """Build from any schema :meth:`Schema.of <condukt.schema.Schema.of>` takes (cached, bounded)."""
+        return _spec_of(Schema.of(output))
+
+    def errors(self, arguments: Any) -> list[str]:
+        """Why ``arguments`` are not a valid submission (empty when valid); never raises."""
+        return self.parameters.errors(arguments)
+
+    def convert(self, arguments: dict[str, Any]) -> Any:
+        """The user's result for valid ``arguments`` (a dict, or an instance of the schema's class)."""
+        return self.schema.convert(arguments["result"] if self.wrapped else arguments)
+
+    def dump(self, value: Any) -> Any:
+        """``value`` (a result) as JSON data."""
+        return self.schema.dump(value)
 
     @property
     def instruction(self) -> str:
@@ -90,27 +71,26 @@ class OutputSpec:
             SUBMIT_RESULT,
             "Submit the final result of the task. Call exactly once, when done; the arguments "
             "must match the schema.",
-            self.parameters,
+            self.parameters.json,
         )
 
-    def convert(self, arguments: dict[str, Any]) -> Any:
-        """The user's result for valid ``arguments`` (dict, or an instance of ``target``)."""
-        value = arguments["result"] if self.wrapped else arguments
-        if self.target is not None:
-            return structure(value, self.target)
-        return value
 
-
-_OUTPUT_SPECS: dict[Any, OutputSpec] = {}
+@functools.lru_cache(maxsize=1024)
+def _spec_of(schema: Schema[Any]) -> OutputSpec:
+    body = schema.json
+    if body.get("type") == "object":
+        return OutputSpec(schema, schema, False)
+    inner = dict(body)
+    definitions = inner.pop("$defs", None)
+    wrapper: dict[str, Any] = {"type": "object", "properties": {"result": inner}, "required": ["result"]}
+    if definitions is not None:
+        wrapper["$defs"] = definitions  # "#/$defs/..." references resolve from the root
+    return OutputSpec(schema, Schema.of(wrapper), True)
 
 
 def output_spec(output: Any) -> OutputSpec:
-    """The (cached) :class:`OutputSpec` for an ``output=`` argument; ``TypeError``/``ValueError`` if unusable."""
-    key = output if isinstance(output, type) else repr(output)
-    spec = _OUTPUT_SPECS.get(key)
-    if spec is None:
-        spec = _OUTPUT_SPECS[key] = OutputSpec.of(output)
-    return spec
+    """The :class:`OutputSpec` for an ``output=`` argument; ``TypeError``/``ValueError`` if unusable."""
+    return OutputSpec.of(output)
 
 
 class StructuredOutput(Capability):
@@ -182,7 +162,7 @@ class StructuredOutput(Capability):
                     message = attrs.evolve(message, content=(*kept.pop().content, *blocks))
             kept.append(message)
         if failure is None:
-            answer = TextBlock(json.dumps(unstructure(self.value), ensure_ascii=False, default=str))
+            answer = TextBlock(json.dumps(self.spec.dump(self.value), ensure_ascii=False, default=str))
             last = kept[-1]
             if type(last) is AssistantMessage:
                 kept[-1] = attrs.evolve(last, content=(*last.content, answer))
@@ -199,11 +179,11 @@ class StructuredOutput(Capability):
         if not isinstance(arguments, dict):
             errors = ["the arguments must be a JSON object"]
         else:
-            errors = describe_errors(self.spec.validator, arguments)
+            errors = self.spec.errors(arguments)
         if not errors:
             try:
                 self.value = self.spec.convert(arguments)
-            except Exception as exc:  # cattrs could not build the target type
+            except ValueError as exc:  # valid JSON the target type still refuses
                 errors = [f"could not convert the result: {exc}"]
             else:
                 self.accepted = True
@@ -223,15 +203,13 @@ class StructuredOutput(Capability):
 def render_input(value: Any, schema: Any) -> str:
     """Validate ``value`` against ``schema`` and render it for the prompt.
 
-    ``value`` may be plain JSON data or an instance of an attrs class or a
-    dataclass (unstructured to its fields first). Raises
+    ``value`` may be plain JSON data or an instance of an attrs class, a
+    dataclass or a pydantic model (dumped to its fields first). Raises
     :class:`InvalidInput` (before any model request) when it does not fit.
     """
-    data = unstructure(value) if is_structured_type(type(value)) else value
+    data = Schema.of(type(value)).dump(value) if is_structured_type(type(value)) else value
     if schema is not None:
-        parameters, _ = _schema_of(schema)
-        validator = jsonschema.validators.validator_for(parameters)(parameters)
-        errors = describe_errors(validator, data)
+        errors = Schema.of(schema).errors(data)
         if errors:
             raise InvalidInput("input does not match its schema: " + "; ".join(errors), errors)
     try:

@@ -10,11 +10,12 @@ import trio
 
 from ..events import SubagentEvent
 from ..otp import CallError, ChildSpec, ConduktError, Down, DynamicSupervisor, ExitReason, Handle
+from ..schema import Schema
 from ..tools import Tool, ToolContext, ToolError
 from ._capability import Capability
 from ._errors import InvalidInput
 from ._handle import stop_quietly
-from ._structured import _schema_of, render_input
+from ._structured import render_input
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -92,7 +93,7 @@ def resolve_roles(spec: Mapping[str, Any]) -> dict[str, Role]:
             role = Role(name, cls, options, options.pop("input", None), options.pop("output", None), description)
         for schema in (role.input, role.output):
             if schema is not None:
-                _schema_of(schema)  # fail at start, not at the first delegation
+                Schema.of(schema)  # fail at start, not at the first delegation
         roles[name] = role
     return roles
 
@@ -167,7 +168,7 @@ class SubagentTool(Tool):
         for role in roles.values():
             branch: dict[str, Any] = {"properties": {"role": {"const": role.name}}}
             if role.input is not None:
-                branch["properties"]["input"] = _schema_of(role.input)[0]
+                branch["properties"]["input"] = Schema.of(role.input).json
                 branch["required"] = ["input"]
             branches.append(branch)
         self._parameters: dict[str, Any] = {
