@@ -108,7 +108,13 @@ def of_type(events: Sequence[Any], kind: type) -> list[Any]:
 
 
 def assert_consistent(history: Sequence[Message]) -> None:
-    """Every assistant tool call is followed, at once and in order, by its result; no orphan results."""
+    """Every assistant tool call is followed, at once and in order, by its result; no orphan results.
+
+    And no two user messages in a row (providers that want turns to
+    alternate refuse them; the others merge them, confusing the model).
+    """
+    for before, after in zip(history, history[1:]):
+        assert not (isinstance(before, UserMessage) and isinstance(after, UserMessage)), history
     index = 0
     while index < len(history):
         message = history[index]

@@ -144,3 +144,106 @@ async def test_a_hanging_call_among_parallel_calls_times_out_alone(autojump_cloc
         results = [m for m in await agent.history() if isinstance(m, condukt.messages.ToolResultMessage)]
     assert [r.text for r in results] == ["slept 1", "Error: tool 'nap' timed out after 30 seconds", "slept 2"]
     assert [r.is_error for r in results] == [False, True, False]
+
+
+class Exits(condukt.Tool):
+    """Like a CLI parser given bad input: argparse and click raise SystemExit."""
+
+    name = "exits"
+    description = "Parses arguments the way argparse does."
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        import argparse
+
+        parser = argparse.ArgumentParser(prog="exits", exit_on_error=False)
+        parser.add_argument("--count", type=int, required=True)
+        parser.parse_args([])  # missing --count: argparse calls sys.exit(2)
+        return "parsed"
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+class RaisesUnprintable(condukt.Tool):
+    name = "unprintable"
+    description = "Raises an exception whose __str__ raises."
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        raise Unprintable()
+
+
+class RaisesGroup(condukt.Tool):
+    name = "group"
+    description = "Its own nursery fails twice."
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        async def fail(message: str) -> None:
+            raise ValueError(message)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fail, "one")
+            nursery.start_soon(fail, "two")
+        return "never"
+
+
+class Precise(condukt.Tool):
+    name = "precise"
+    description = "Takes a number in cents."
+    parameters = {"type": "object", "properties": {"x": {"type": "number", "multipleOf": 0.01}}, "required": ["x"]}
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        return "accepted"
+
+
+async def test_tool_failures_that_used_to_take_the_agent_down_are_error_results(caplog: Any) -> None:
+    calls = [
+        call("exits", id="a"),
+        call("unprintable", id="b"),
+        call("group", id="c"),
+        call("precise", {"x": float("inf")}, id="d"),  # what 1e999 parses to
+        call("precise", {"x": 1e308 * 10}, id="e"),
+        call("precise", {"x": 0.5}, id="f"),
+    ]
+    model = ScriptedModel([calls, reply("recovered")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(
+            condukt.Agent, model=model, tools=[Exits, RaisesUnprintable, RaisesGroup, Precise]
+        )
+        assert await agent.run("try them all") == "recovered"
+        assert agent.alive
+        # The node is fine too: it still starts processes.
+        other = await node.spawn(condukt.Agent, model=ScriptedModel([reply("hi")]))
+        assert await other.run("hello") == "hi"
+    results = {r.tool_call_id: r for r in tool_results(model.requests[1])}
+    assert results["a"].is_error and results["a"].text == "Error: SystemExit: 2"
+    assert results["b"].is_error and results["b"].text == "Error: Unprintable: <unprintable Unprintable>"
+    assert results["c"].is_error and "ExceptionGroup" in results["c"].text
+    for key in ("d", "e"):
+        assert results[key].is_error and "invalid arguments for precise" in results[key].text
+        assert "finite" in results[key].text
+    assert not results["f"].is_error and results["f"].text == "accepted"
+    # Each crash is reported once on the condukt logger, with its traceback.
+    crashes = [r for r in caplog.records if r.name.startswith("condukt") and "raised" in r.getMessage()]
+    assert sorted(r.getMessage().split("\n")[0] for r in crashes) == [
+        "tool 'exits' raised:",
+        "tool 'group' raised:",
+        "tool 'unprintable' raised:",
+    ]
+
+
+async def test_a_sync_function_tool_raising_system_exit_is_an_error_result() -> None:
+    @condukt.tool
+    def strict(count: int) -> str:
+        """Exits like a CLI on a bad count."""
+        if count < 0:
+            raise SystemExit("count must be >= 0")
+        return str(count)
+
+    model = ScriptedModel([call("strict", {"count": -1}), reply("ok")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[strict])
+        assert await agent.run("go") == "ok"
+    [result] = tool_results(model.requests[1])
+    assert result.is_error and result.text == "Error: SystemExit: count must be >= 0"

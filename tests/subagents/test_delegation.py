@@ -319,3 +319,36 @@ async def test_provider_settings_are_inherited_only_by_children_of_the_same_prov
     assert "api_key" not in started["openai:gpt-test"]
     assert "base_url" not in started["openai:gpt-test"]
     assert all(r.is_error and "probe only" in r.text for r in tool_results(model.requests[1]))
+
+
+async def test_a_child_keeps_its_own_secrets_and_inherits_the_parents() -> None:
+    seen: list[dict[str, str]] = []
+
+    class ShowSecrets(condukt.Tool):
+        name = "show"
+        description = "Returns the secrets its subprocesses would get."
+
+        async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+            seen.append(dict(context.secrets))
+            return f"{context.secrets.get('CHILD_TOKEN')} {context.secrets.get('PARENT_TOKEN')}"
+
+    class Child(condukt.Agent):
+        """Has a secret of its own."""
+
+        def secrets(self) -> dict[str, Any]:
+            return {"CHILD_TOKEN": condukt.secrets.static("child-secret-1234")}
+
+        def tools(self) -> list[Any]:
+            return [ShowSecrets]
+
+    child_model = ScriptedModel([call("show"), reply("shown")])
+    model = delegate(("child", "show your secrets"))
+    async with condukt.open_node() as node:
+        parent = await spawn_parent(
+            node, model, {"child": (Child, {"model": child_model})}, secrets={"PARENT_TOKEN": "parent-secret-5678"}
+        )
+        assert await parent.run("go") == "all done"
+    assert seen == [{"CHILD_TOKEN": "child-secret-1234", "PARENT_TOKEN": "parent-secret-5678"}]
+    # Both are redacted from what the child's model sees.
+    [result] = tool_results(child_model.requests[1])
+    assert result.text == "[REDACTED:CHILD_TOKEN] [REDACTED:PARENT_TOKEN]"

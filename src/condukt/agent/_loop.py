@@ -53,8 +53,7 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                 started(run)
             while True:
                 if run.steers:
-                    messages.extend(UserMessage((TextBlock(session.scrub(text)),)) for text in run.steers)
-                    run.steers.clear()
+                    _take_steers(session, run)
                 run.turn += 1
                 await emit(TurnStart(run.turn))
                 response = await session.ask_model(run)
@@ -66,6 +65,7 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                 if calls:
                     messages.extend(await run_tool_calls(session, run, calls))
                 committed = len(messages)
+                run.taken.clear()
                 for changed in hooks.history_changed:
                     await changed(session)
                 await emit(TurnEnd(run.turn, response))
@@ -94,17 +94,36 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     return value, None
 
 
+def _take_steers(session: Session, run: Run) -> None:
+    """Add the waiting steers to the history before the next request.
+
+    They join the last message when it is the user's (the prompt, or steers
+    taken before): the history never holds two user messages in a row.
+    """
+    messages = session.messages
+    blocks = tuple(TextBlock(session.scrub(text)) for text in run.steers)
+    last = messages[-1]
+    if type(last) is UserMessage:
+        messages[-1] = UserMessage((*last.content, *blocks))
+    else:
+        messages.append(UserMessage(blocks))
+    run.taken.extend(run.steers)
+    run.steers.clear()
+
+
 def _roll_back(session: Session, run: Run, committed: int) -> None:
     """Drop the turn in flight; a prompt no completed turn answered goes too.
 
     ``committed`` is the history's length after the last completed turn (the
-    length before the prompt when none completed).
-
-    So the history never holds two user messages in a row. Steers the
-    dropped turn had taken go back to the run's steers (the lifecycle makes
-    them follow-ups unless the run was aborted).
+    length before the prompt when none completed). So the history never
+    ends with an unanswered prompt, and the next one does not follow it.
+    Steers the dropped turn had taken go back to the run's steers (the
+    lifecycle makes them follow-ups unless the run was aborted).
     """
     messages = session.messages
-    dropped = messages[max(committed, run.start + 1) :]
-    run.steers[:0] = [m.text for m in dropped if type(m) is UserMessage]
-    del messages[committed:]
+    if committed > run.start and type(messages[committed - 1]) is not UserMessage:
+        del messages[committed:]
+    else:
+        del messages[run.start :]
+    run.steers[:0] = run.taken
+    run.taken.clear()

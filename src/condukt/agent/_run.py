@@ -53,6 +53,7 @@ class Run:
         "started_at",
         "state",
         "steers",
+        "taken",
         "text",
         "timeout",
         "turn",
@@ -82,6 +83,8 @@ class Run:
         self.scope = trio.CancelScope()
         self.aborted = False
         self.steers: list[str] = []
+        #: Steers added to the history since the last completed turn (given back if it is dropped).
+        self.taken: list[str] = []
         self.abort_waiters: list[Caller] = []
         self.state: dict[str, Any] = {}
         self.turn = 0

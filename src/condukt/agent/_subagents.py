@@ -171,7 +171,7 @@ class SubagentTool(Tool):
                 branch["properties"]["input"] = Schema.of(role.input).json
                 branch["required"] = ["input"]
             branches.append(branch)
-        self._parameters: dict[str, Any] = {
+        checked: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "role": {"type": "string", "enum": list(roles), "description": "Which sub-agent to run"},
@@ -180,8 +180,9 @@ class SubagentTool(Tool):
             },
             "required": ["role", "task"],
             "additionalProperties": False,
-            "oneOf": branches,
         }
+        self._checked = Schema.of(checked)
+        self._parameters: dict[str, Any] = {**checked, "oneOf": branches}
 
     @property
     def description(self) -> str:  # type: ignore[override]
@@ -194,23 +195,19 @@ class SubagentTool(Tool):
         return self._parameters
 
     def validate(self, args: Any) -> str | None:
-        """Check ``role``, ``task`` and the presence of ``input`` directly.
+        """Check the arguments against the schema without its per-role ``oneOf``.
 
-        Cheaper than jsonschema's ``oneOf`` and clearer: an unknown role is
-        reported with the known ones. The ``input`` itself is validated
-        against its role's schema when the call renders it.
+        jsonschema reports a failed ``oneOf`` only as "not valid under any of
+        the given schemas"; checked apart, an unknown role is reported with
+        the known ones, and a role's ``input`` against that role's own schema
+        when the call renders it (:class:`InvalidInput` becomes the error).
         """
-        if not isinstance(args, dict):
+        errors = self._checked.errors(args, limit=1) if isinstance(args, dict) else None
+        if errors is None:
             return super().validate(args)
-        role = self._roles.get(args.get("role"))  # type: ignore[arg-type]
-        if role is None:
-            known = ", ".join(self._roles)
-            return f"unknown sub-agent role {args.get('role')!r}; known roles: {known}"
-        if not isinstance(args.get("task"), str):
-            return "task: a string is required"
-        unexpected = sorted(set(args) - {"role", "task", "input"})
-        if unexpected:
-            return f"unexpected argument(s): {', '.join(unexpected)}"
+        if errors:
+            return errors[0]
+        role = self._roles[args["role"]]
         if role.input is not None and "input" not in args:
             return f"input: role {role.name!r} requires an input"
         return None

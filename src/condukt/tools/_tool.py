@@ -148,9 +148,22 @@ class Tool(abc.ABC):
         return self._definition
 
     def check(self) -> None:
-        """Raise ``ValueError`` if the name or ``parameters`` is unusable (done at agent start)."""
+        """Raise ``TypeError``/``ValueError`` if the name, description or ``parameters`` is unusable.
+
+        Done at agent start, so a broken tool fails ``spawn``, not a run.
+        """
+        kind = type(self).__name__
+        for attribute in ("name", "description"):
+            value = getattr(self, attribute)
+            if callable(value):
+                raise TypeError(
+                    f"{kind}.{attribute} is a method; define it as a class attribute or a @property "
+                    f"(e.g. `@property\n    def {attribute}(self): ...`)"
+                )
+            if not isinstance(value, str):
+                raise TypeError(f"{kind}.{attribute} must be a str, got {type(value).__name__}")
         name = self.name
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not _NAME.match(name):
             raise ValueError(
                 f"{type(self).__name__}: tool name {name!r} must be 1-64 characters of letters, "
                 "digits, '_' or '-'"
@@ -202,6 +215,8 @@ class Tool(abc.ABC):
         try:
             name = self.name
         except Exception:  # a property that needs options it was not given
+            name = "?"
+        if not isinstance(name, str):  # a method: its repr would show this tool again, forever
             name = "?"
         return f"<{type(self).__name__} tool {name!r}>"
 
