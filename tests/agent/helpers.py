@@ -113,7 +113,7 @@ def assert_consistent(history: Sequence[Message]) -> None:
     And no two user messages in a row (providers that want turns to
     alternate refuse them; the others merge them, confusing the model).
     """
-    for before, after in zip(history, history[1:]):
+    for before, after in zip(history, history[1:], strict=False):
         assert not (isinstance(before, UserMessage) and isinstance(after, UserMessage)), history
     index = 0
     while index < len(history):
