@@ -6,8 +6,8 @@ import json
 
 import condukt
 from condukt.messages import AssistantMessage, TextBlock, ThinkingBlock, ToolCall, ToolResultMessage, UserMessage
-from condukt.providers._sse import ServerSentEvent
 from condukt.providers.anthropic import AnthropicModel
+from condukt.providers.lowlevel import ServerSentEvent
 
 SECRET_REASONING = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"
 

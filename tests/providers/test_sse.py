@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from condukt.providers import ServerSentEvent, SSEDecoder
+from condukt.providers.lowlevel import ServerSentEvent, SSEDecoder
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -10,8 +10,9 @@ import trio
 import trustme
 
 import condukt
-from condukt.providers import HttpSettings, TrioTransport, configure_http, resolve_model
+from condukt.providers import HttpSettings, configure_http, resolve_model
 from condukt.providers._transport import _Connection
+from condukt.providers.lowlevel import TrioTransport
 
 from .helpers import spawn
 from .server import Fault, ProtocolServer, reply

@@ -21,7 +21,6 @@ from ._errors import (
     UnknownOperation,
 )
 from ._handle import STREAM_BUFFER, AgentHandle, EventStream
-from ._ids import uuid7
 from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
 from ._run import Run
@@ -55,5 +54,4 @@ __all__ = [
     "operations_of",
     "run",
     "run_operation",
-    "uuid7",
 ]

@@ -9,6 +9,9 @@ a :class:`RetryPolicy`, and fail with a :class:`ProviderError` subclass.
 See ``docs/providers.md``.
 """
 
+from typing import Any
+
+from . import lowlevel
 from ._errors import (
     AuthenticationFailed,
     InvalidRequest,
@@ -20,7 +23,6 @@ from ._errors import (
     StreamError,
 )
 from ._http import HttpSettings, configure_http, provider_limits
-from ._http_model import HttpModel, StreamAssembler
 from ._limits import DEFAULT_MAX_CONCURRENCY, ProviderLimits
 from ._model import (
     THINKING_LEVELS,
@@ -33,8 +35,6 @@ from ._model import (
 )
 from ._registry import ModelFactory, UnknownProvider, register_provider, registered_providers, resolve_model
 from ._retry import RETRY_STATUSES, RetryPolicy
-from ._sse import ServerSentEvent, SSEDecoder
-from ._transport import TrioTransport
 from .anthropic import AnthropicModel
 from .openai import OpenAIModel, OpenAIPreset
 
@@ -45,7 +45,6 @@ __all__ = [
     "AnthropicModel",
     "AuthenticationFailed",
     "Emit",
-    "HttpModel",
     "HttpSettings",
     "InvalidRequest",
     "InvalidResponse",
@@ -61,17 +60,26 @@ __all__ = [
     "ProviderUnavailable",
     "RateLimited",
     "RetryPolicy",
-    "SSEDecoder",
-    "ServerSentEvent",
-    "StreamAssembler",
     "StreamError",
     "ThinkingLevel",
-    "TrioTransport",
     "UnknownProvider",
     "configure_http",
+    "lowlevel",
     "provider_limits",
     "register_provider",
     "registered_providers",
     "resolve_model",
     "validate_thinking_level",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Moved to condukt.providers.lowlevel; still found here, with a warning.
+    if name in lowlevel.__all__:
+        import warnings
+
+        warnings.warn(
+            f"condukt.providers.{name} moved to condukt.providers.lowlevel.{name}", DeprecationWarning, stacklevel=2
+        )
+        return getattr(lowlevel, name)
+    raise AttributeError(f"module 'condukt.providers' has no attribute {name!r}")

@@ -1,0 +1,15 @@
+"""Building blocks for new provider protocols (like :mod:`trio.lowlevel`: public, weaker promises).
+
+A provider for another wire protocol subclasses :class:`HttpModel` (one
+module per protocol, as :mod:`condukt.providers.anthropic` and
+:mod:`condukt.providers.openai` do), parses streams with
+:class:`SSEDecoder` into :class:`ServerSentEvent`\\ s and builds the
+response with a :class:`StreamAssembler`. :class:`TrioTransport` is the
+HTTP/1.1 transport the node's shared ``httpx.AsyncClient`` uses.
+"""
+
+from ._http_model import HttpModel, StreamAssembler
+from ._sse import ServerSentEvent, SSEDecoder
+from ._transport import TrioTransport
+
+__all__ = ["HttpModel", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"]
