@@ -173,6 +173,10 @@ class Secrets:
         return f"<Secrets {sorted(self._values)}>"
 
 
+#: The secrets of an agent that has none (shared: a Secrets never changes).
+NO_SECRETS = Secrets()
+
+
 async def resolve_secrets(spec: Mapping[str, Any] | None) -> Secrets:
     """Resolve every provider of ``spec`` (concurrently). Plain strings are static values.
 
@@ -182,7 +186,7 @@ async def resolve_secrets(spec: Mapping[str, Any] | None) -> Secrets:
     cancels the providers still running (``command`` subprocesses included).
     """
     if not spec:
-        return Secrets()
+        return NO_SECRETS
     values: dict[str, str] = {}
     providers: dict[str, Any] = {}
     for name, provider in spec.items():

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,12 +34,20 @@ def _cwd(value: Any) -> Path:
         value = "."
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"cwd must be a path (str or os.PathLike), got {type(value).__name__} {value!r}")
-    # abspath, not resolve(): no symlink walk on every start (confinement
-    # compares real paths itself).
-    path = os.path.abspath(os.path.expanduser(os.fspath(value)))
-    if not os.path.isdir(path):
+    raw = os.fspath(value)
+    path = _absolute(raw, "" if os.path.isabs(raw) else os.getcwd())
+    if not path.is_dir():
         raise ValueError(f"cwd {path} is not a directory")
-    return Path(path)
+    return path
+
+
+@functools.lru_cache(maxsize=256)
+def _absolute(raw: str, base: str) -> Path:
+    """``raw`` made absolute against ``base`` (cached: every agent start resolves its cwd).
+
+    abspath, not resolve(): no symlink walk (confinement compares real paths itself).
+    """
+    return Path(os.path.normpath(os.path.join(base, os.path.expanduser(raw))))
 
 
 def _list(name: str, what: str) -> Callable[[Any], tuple[Any, ...] | None]:
@@ -186,20 +197,13 @@ class AgentConfig:
                 f"{agent.__name__} got unknown start option(s) {', '.join(sorted(unknown))}; "
                 f"declare custom ones in {agent.__name__}.extra_options"
             )
-        values: dict[str, Any] = {}
-        for name, check in _CHECKS.items():
-            if name in options:
-                value = options[name]
-            elif name in CLASS_ATTRIBUTES:
-                value = getattr(agent, name)
-            else:
-                value = None
-            try:
+        values = dict(_class_defaults(agent))
+        if "cwd" not in options:
+            values["cwd"] = _cwd(None)  # the process's working directory now, not when first cached
+        for name, value in options.items():
+            check = _CHECKS.get(name)
+            if check is not None:
                 values[name] = check(value)
-            except (TypeError, ValueError) as exc:
-                if name in options:
-                    raise
-                raise type(exc)(f"class attribute {agent.__name__}.{name}: {exc}") from None
         return cls(**values, options=dict(options))
 
     def given(self, name: str) -> bool:
@@ -215,3 +219,29 @@ class AgentConfig:
         return resolve_model(
             self.model, api_key=self.api_key, base_url=self.base_url, node=node, **dict(self.model_options)
         )
+
+
+_read_class_attributes = operator.attrgetter(*sorted(CLASS_ATTRIBUTES))
+#: Per agent class: its raw class attributes and their checked values, plus
+#: ``None`` for the options that have no class attribute. Checking them once
+#: per class, not per spawn, is most of what starting an agent costs beyond
+#: the process itself. Weak: classes made on the fly do not pile up.
+_DEFAULTS: weakref.WeakKeyDictionary[type, tuple[tuple[Any, ...], dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _class_defaults(agent: type[Agent]) -> dict[str, Any]:
+    raw = _read_class_attributes(agent)
+    cached = _DEFAULTS.get(agent)
+    if cached is not None and cached[0] == raw:
+        return cached[1]
+    checked: dict[str, Any] = {}
+    for name, check in _CHECKS.items():
+        if name == "cwd":
+            continue
+        value = getattr(agent, name) if name in CLASS_ATTRIBUTES else None
+        try:
+            checked[name] = check(value)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"class attribute {agent.__name__}.{name}: {exc}") from None
+    _DEFAULTS[agent] = (raw, checked)
+    return checked
