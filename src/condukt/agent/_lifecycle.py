@@ -35,6 +35,7 @@ from ..events import Done, Error
 from ..otp import NO_REPLY, Caller
 from ._errors import Aborted, Busy, NotRunning
 from ._requests import RunRequest
+from ._loop import run_turns
 from ._run import CURRENT_RUN, Run
 
 if TYPE_CHECKING:
@@ -249,7 +250,11 @@ class Lifecycle:
                 continue
             self._next = None
             if type(job) is Run:
-                await self._run_job(job)
+                token = CURRENT_RUN.set(job)  # the worker's context: the run's tool tasks inherit it
+                try:
+                    await self._run_job(job)
+                finally:
+                    CURRENT_RUN.reset(token)
             else:
                 await self._operation_job(job)  # type: ignore[arg-type]
 
@@ -265,16 +270,9 @@ class Lifecycle:
         return Abort.FAILED
 
     async def _run_job(self, run: Run) -> None:
-        token = CURRENT_RUN.set(run)  # the worker's context: the run's tool tasks inherit it
-        try:
-            await self._execute(run)
-        finally:
-            CURRENT_RUN.reset(token)
-
-    async def _execute(self, run: Run) -> None:
         session = self.session
         try:
-            value, failure = await session.execute(run)
+            value, failure = await run_turns(session, run)
             self._to_finishing(run, failure)
             await session.settle(run, value, failure)
         finally:

@@ -13,7 +13,8 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -32,7 +33,6 @@ from ._errors import Aborted, Busy, NotRunning, RunTimeout
 from ._ids import uuid7
 from ._instructions import ProjectInstructions
 from ._lifecycle import Lifecycle, State
-from ._loop import run_turns
 from ._persistence import Persistence
 from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, GetStatus, RunRequest, Steer
 from ._run import Run
@@ -62,7 +62,8 @@ class Session:
     replaceable during ``setup`` only), ``id`` (the session id), ``cwd``,
     ``messages`` (the history, a list), ``system_prompt`` (what the model
     gets, the project instructions included; changeable during ``setup``),
-    ``secrets`` (:class:`~condukt.secrets.Secrets`), ``scrub(text)``,
+    ``secrets`` (:class:`~condukt.secrets.Secrets`), ``scrub(text)`` (and
+    ``scrubs``, whether it changes anything), ``secret_env``,
     ``created_at``; after setup also ``model``, ``tools`` and
     ``tool_definitions``.
     """
@@ -77,6 +78,8 @@ class Session:
         self.messages: list[Message] = []
         self.system_prompt: str | None = config.system_prompt
         self.secrets = Secrets()
+        #: The secrets as environment variables for tools (read-only, shared by every call).
+        self.secret_env: Mapping[str, str] = MappingProxyType({})
         self.created_at = time.time()
         self.scrub: Callable[[str], str] = _same
         self.capabilities: list[Capability] = []
@@ -90,7 +93,7 @@ class Session:
         self.pubsub = self.node.pubsub
         self._runs = 0
         self._event_hook = False
-        self._scrubs = False
+        self.scrubs = False
 
     # ------------------------------------------------------------------ start and stop
 
@@ -102,6 +105,7 @@ class Session:
         if config.api_key is not None:
             secrets = secrets.hiding({"API_KEY": config.api_key})
         self.secrets = secrets
+        self.secret_env = MappingProxyType(secrets.env)
         builtin: list[Capability] = []
         if secrets or config.redactor is not None:
             builtin.append(Scrubbing(secrets, config.redactor))
@@ -146,7 +150,7 @@ class Session:
 
     def _set_scrub(self) -> None:
         scrubs = self.hooks.scrub
-        self._scrubs = bool(scrubs)
+        self.scrubs = bool(scrubs)
         if not scrubs:
             self.scrub = _same
         elif len(scrubs) == 1:
@@ -225,10 +229,6 @@ class Session:
         """A run for a follow-up (or a late steer): nobody waits for its answer."""
         return self.new_run(RunRequest(text, timeout=self.config.run_timeout), None)
 
-    async def execute(self, run: Run) -> tuple[Any, BaseException | None]:
-        """The run's turns: ``(result, failure)``."""
-        return await run_turns(self, run)
-
     async def settle(self, run: Run, value: Any, failure: BaseException | None) -> None:
         """After the loop: capabilities' ``after_run``, save, then the last events (``Done`` last)."""
         hooks = run.hooks
@@ -294,7 +294,7 @@ class Session:
 
     def scrub_blocks(self, blocks: tuple[TextBlock | ImageBlock, ...]) -> tuple[TextBlock | ImageBlock, ...]:
         """``blocks`` with their text scrubbed (images as they are)."""
-        if not self._scrubs:
+        if not self.scrubs:
             return blocks
         scrub = self.scrub
         return tuple(TextBlock(scrub(b.text)) if type(b) is TextBlock else b for b in blocks)

@@ -25,11 +25,12 @@ if TYPE_CHECKING:
     from ._run import Run
     from ._session import Session
 
-__all__ = ["describe", "run_tool_calls"]
+__all__ = ["describe", "run_tool_calls", "timeout_of"]
 
 logger = logging.getLogger("condukt.agent")
 
 Content = tuple[TextBlock | ImageBlock, ...]
+_UNSET: Any = object()
 
 
 def describe(exc: BaseException) -> str:
@@ -70,38 +71,6 @@ def timeout_of(session: Session, call: ToolCall) -> float | None:
     return tool.timeout  # type: ignore[return-value]
 
 
-async def invoke(session: Session, run: Run, call: ToolCall) -> tuple[Content, bool, BaseException | None]:
-    """Run one call's tool (no timeout here): (content, is_error, the exception if it crashed)."""
-    tool = session.tools_by_name.get(call.name)
-    if tool is None:
-        known = ", ".join(sorted(session.tools_by_name)) or "none"
-        return _error(f"unknown tool {call.name!r}. Available tools: {known}"), True, None
-    problem = tool.validate(call.arguments)
-    if problem is not None:
-        return _error(f"invalid arguments for {call.name}: {problem}"), True, None
-    context = ToolContext(
-        session.handle,
-        session.cwd,
-        tool.opts,
-        session.id,
-        call.id,
-        session.config.confine_to_cwd,
-        secrets=session.secrets.env,
-        emit=run.emit,
-    )
-    try:
-        return render_result(await tool.call(dict(call.arguments), context)), False, None
-    except ToolError as exc:
-        return _error(describe(exc)), True, None
-    except BaseException as exc:
-        if _passes_through(exc):
-            raise
-        # Scrubbed: the traceback carries the exception's message, which may hold a secret.
-        trace = "".join(traceback.format_exception(exc))
-        logger.warning("tool %r raised:\n%s", call.name, session.scrub(trace))
-        return _error(f"{type(exc).__name__}: {describe(exc)}"), True, exc
-
-
 async def run_tool_calls(session: Session, run: Run, calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
     """Run a turn's calls; their results in call order.
 
@@ -133,6 +102,7 @@ class _Calls:
         session, run, calls = self.session, self.run, self.calls
         groups: dict[float | None, list[int]] = {}
         intercepts = run.hooks.intercept_tool_call
+        timeouts: dict[str, float | None] = {}
         for index, call in enumerate(calls):
             answer = None
             for intercept in intercepts:
@@ -145,7 +115,10 @@ class _Calls:
                     await self._finished(index, answer.content, answer.is_error, None)
                 self.results[index] = answer
             else:
-                groups.setdefault(timeout_of(session, call), []).append(index)
+                timeout = timeouts.get(call.name, _UNSET)
+                if timeout is _UNSET:
+                    timeout = timeouts[call.name] = timeout_of(session, call)
+                groups.setdefault(timeout, []).append(index)
         if len(groups) == 1:
             ((timeout, indices),) = groups.items()
             if len(indices) == 1:
@@ -168,16 +141,26 @@ class _Calls:
             hook(run, call)
 
     async def _finished(self, index: int, content: Content, is_error: bool, crash: BaseException | None) -> None:
-        call = self.calls[index]
-        scrub = self.session.scrub_blocks
-        result = ToolResultMessage(call.id, call.name, scrub(content), is_error)
-        self.results[index] = result
+        result = self._record(index, content, is_error)
         if self.notify:
-            run = self.run
-            duration = trio.current_time() - self.started[index]
-            for hook in run.hooks.tool_finished:
-                hook(run, call, result, crash, duration)
-            await run.emit(ToolCallEnd(call.id, call.name, _display(result.content), is_error, duration))
+            await self._notify_end(index, result, crash)
+
+    def _record(self, index: int, content: Content, is_error: bool) -> ToolResultMessage:
+        call = self.calls[index]
+        session = self.session
+        if session.scrubs:
+            content = session.scrub_blocks(content)
+        result = ToolResultMessage(call.id, call.name, content, is_error)
+        self.results[index] = result
+        return result
+
+    async def _notify_end(self, index: int, result: ToolResultMessage, crash: BaseException | None) -> None:
+        call = self.calls[index]
+        run = self.run
+        duration = trio.current_time() - self.started[index]
+        for hook in run.hooks.tool_finished:
+            hook(run, call, result, crash, duration)
+        await run.emit(ToolCallEnd(call.id, call.name, _display(result.content), result.is_error, duration))
 
     def _interrupted(self, index: int, exc: BaseException) -> None:
         """A call cut off by cancellation (abort, run timeout): tell the hooks (synchronously: we are cancelled)."""
@@ -187,40 +170,80 @@ class _Calls:
             for hook in run.hooks.tool_finished:
                 hook(run, self.calls[index], None, exc, duration)
 
-    async def _one(self, index: int, timeout: float | None) -> None:
-        if self.notify:
+    async def _call(self, index: int) -> None:
+        """One call, start to end, except its timeout: the tool runs, its result is recorded.
+
+        One coroutine per call (the cost of a wide fan-out is mostly per-call
+        bookkeeping): the checks, the context and the exception handling are
+        inline rather than in helpers of their own.
+        """
+        notify = self.notify
+        if notify:
+            await self._started(index)
+        session = self.session
+        call = self.calls[index]
+        crash: BaseException | None = None
+        tool = session.tools_by_name.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(session.tools_by_name)) or "none"
+            content, is_error = _error(f"unknown tool {call.name!r}. Available tools: {known}"), True
+        elif (problem := tool.validate(call.arguments)) is not None:
+            content, is_error = _error(f"invalid arguments for {call.name}: {problem}"), True
+        else:
+            context = ToolContext(
+                session.handle,
+                session.cwd,
+                tool.opts,
+                session.id,
+                call.id,
+                session.config.confine_to_cwd,
+                secrets=session.secret_env,
+                emit=self.run.emit,
+            )
+            try:
+                content, is_error = render_result(await tool.call(dict(call.arguments), context)), False
+            except ToolError as exc:
+                content, is_error = _error(describe(exc)), True
+            except BaseException as exc:
+                if _passes_through(exc):
+                    raise
+                # Scrubbed: the traceback carries the exception's message, which may hold a secret.
+                trace = "".join(traceback.format_exception(exc))
+                logger.warning("tool %r raised:\n%s", call.name, session.scrub(trace))
+                content, is_error, crash = _error(f"{type(exc).__name__}: {describe(exc)}"), True, exc
+        result = self._record(index, content, is_error)
+        if notify:
+            await self._notify_end(index, result, crash)
+
+    async def _timed_out(self, index: int, timeout: float | None) -> None:
+        if self.notify and index not in self.started:
             await self._started(index)
         call = self.calls[index]
-        run = self.run
+        await self._finished(index, _error(f"tool {call.name!r} timed out after {timeout:g} seconds"), True, None)
+
+    async def _one(self, index: int, timeout: float | None) -> None:
         try:
             # No scope of its own when the run's deadline comes first: the
             # tool's could never fire, and a scope is most of a call's cost.
             deadline = trio.current_time() + timeout if timeout is not None else math.inf
-            if deadline >= run.scope.deadline:
-                outcome = await invoke(self.session, run, call)
+            if deadline >= self.run.scope.deadline:
+                await self._call(index)
             else:
-                with trio.CancelScope(deadline=deadline) as scope:
-                    outcome = await invoke(self.session, run, call)
-                if scope.cancelled_caught:
-                    outcome = _error(f"tool {call.name!r} timed out after {timeout:g} seconds"), True, None
+                with trio.CancelScope(deadline=deadline):
+                    await self._call(index)
         except BaseException as exc:
             self._interrupted(index, exc)
             raise
-        await self._finished(index, *outcome)
+        if self.results[index] is None:
+            await self._timed_out(index, timeout)
 
     async def _group(self, timeout: float | None, indices: list[int]) -> None:
-        async def one(index: int) -> None:
-            if self.notify:
-                await self._started(index)
-            outcome = await invoke(self.session, self.run, self.calls[index])
-            await self._finished(index, *outcome)
-
         try:
             async with trio.open_nursery() as group:
                 if timeout is not None:
                     group.cancel_scope.deadline = trio.current_time() + timeout
                 for index in indices:
-                    group.start_soon(one, index)
+                    group.start_soon(self._call, index)
         except BaseException as exc:  # aborted: close what started and did not finish
             leaf = exc
             while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
@@ -231,8 +254,4 @@ class _Calls:
             raise
         for index in indices:
             if self.results[index] is None:  # cut off by the shared deadline
-                if self.notify and index not in self.started:
-                    await self._started(index)
-                call = self.calls[index]
-                timed_out = _error(f"tool {call.name!r} timed out after {timeout:g} seconds")
-                await self._finished(index, timed_out, True, None)
+                await self._timed_out(index, timeout)
