@@ -34,8 +34,8 @@ from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_resch
 from ..events import Done, Error
 from ..otp import NO_REPLY, Caller
 from ._errors import Aborted, Busy, NotRunning
-from ._requests import RunRequest
 from ._loop import run_turns
+from ._requests import RunRequest
 from ._run import CURRENT_RUN, Run
 
 if TYPE_CHECKING:
