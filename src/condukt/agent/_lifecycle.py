@@ -55,6 +55,8 @@ class State(enum.Enum):
 
 #: Placeholder for the worker between ``start_soon`` and its first step.
 _STARTING: Any = object()
+#: The queues of an agent that never queued anything (see ``Lifecycle.__init__``).
+_EMPTY: Any = ()
 #: What wakes a parked worker to end it.
 _QUIT: Any = object()
 
@@ -79,8 +81,10 @@ class Lifecycle:
         self.state = State.IDLE
         #: The run that is RUNNING or FINISHING.
         self.current: Run | None = None
-        self.queue: deque[Run | _Operation] = deque()
-        self.follow_ups: deque[str] = deque()
+        # Both start as a shared empty tuple and become deques when first
+        # used: an empty deque is 624 bytes, and most agents never queue.
+        self.queue: deque[Run | _Operation] = _EMPTY
+        self.follow_ups: deque[str] = _EMPTY
         self._guarding = False
         # The job worker: one task per agent, started with the first job and
         # parked between jobs. Waking a parked task costs a fraction of
@@ -114,9 +118,9 @@ class Lifecycle:
         """Add ``text`` to the running run; too late for it (finishing): a follow-up."""
         run = self.current
         if self.state is State.RUNNING and run is not None:
-            run.steers.append(text)
+            run.steers = [*run.steers, text]
         elif self.state is State.FINISHING:
-            self.follow_ups.append(text)
+            self._follow_ups().append(text)
         else:
             raise NotRunning(f"{self.session.handle!r} has no run to steer")
 
@@ -128,7 +132,7 @@ class Lifecycle:
         limit = self.session.config.max_follow_ups
         if len(self.follow_ups) >= limit:
             raise Busy(f"{len(self.follow_ups)} follow-ups are already queued (max_follow_ups={limit})")
-        self.follow_ups.append(text)
+        self._follow_ups().append(text)
 
     def abort(self, request: RunRequest | None, run_id: str | None, from_run: bool, caller: Caller) -> Any:
         """Stop a run; the reply (True if it was stopped) comes once it has stopped.
@@ -139,7 +143,7 @@ class Lifecycle:
         """
         targeted = request is not None or run_id is not None
         if not targeted:
-            self.follow_ups.clear()
+            self.follow_ups = _EMPTY
         run = self.current
         if run is not None and (not targeted or run.request is request or run.id == run_id):
             if self.state is not State.RUNNING:
@@ -147,7 +151,7 @@ class Lifecycle:
             run.abort()
             if from_run:
                 return True  # the caller is the run itself: it cannot wait for its own end
-            run.abort_waiters.append(caller)
+            run.abort_waiters = [*run.abort_waiters, caller]
             return NO_REPLY
         if targeted:
             for job in self.queue:
@@ -172,7 +176,7 @@ class Lifecycle:
         for job in self.queue:
             if type(job) is Run and job.sink is not None:
                 job.sink.close()
-        self.queue.clear()
+        self.queue = _EMPTY
 
     # ------------------------------------------------------------------ transitions
 
@@ -180,6 +184,8 @@ class Lifecycle:
         limit = self.session.config.max_queued_runs
         if len(self.queue) >= limit:
             raise Busy(f"{self.session.handle!r} already has {len(self.queue)} queued runs (max_queued_runs={limit})")
+        if self.queue is _EMPTY:
+            self.queue = deque()
         self.queue.append(job)
 
     def _start(self, job: Run | _Operation) -> None:
@@ -202,8 +208,13 @@ class Lifecycle:
             # Steers that arrived too late for the run are not lost: they run
             # next, unless the run was aborted (an abort drops what waits).
             if not isinstance(failure, Aborted):
-                self.follow_ups.extendleft(reversed(run.steers))
-            run.steers.clear()
+                self._follow_ups().extendleft(reversed(run.steers))
+            run.steers = ()
+
+    def _follow_ups(self) -> deque[str]:
+        if self.follow_ups is _EMPTY:
+            self.follow_ups = deque()
+        return self.follow_ups
 
     def _to_idle(self) -> None:
         self.state = State.IDLE

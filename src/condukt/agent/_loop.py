@@ -56,7 +56,11 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                     _take_steers(session, run)
                 run.turn += 1
                 await emit(TurnStart(run.turn))
-                response = await session.ask_model(run)
+                request = session.model_request(run)
+                if hooks.model_started or hooks.model_finished:
+                    response = await session.ask_model_watched(run, request)
+                else:  # the common case, without a coroutine in between
+                    response = await session.model.complete(request, emit)
                 run.usage = run.usage + response.usage
                 if response.text:
                     run.text = response.text
@@ -65,11 +69,15 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                 if calls:
                     messages.extend(await run_tool_calls(session, run, calls))
                 committed = len(messages)
-                run.taken.clear()
+                if run.taken:
+                    run.taken = ()
                 for changed in hooks.history_changed:
                     await changed(session)
                 await emit(TurnEnd(run.turn, response))
-                if any([after(run, response) for after in hooks.after_turn]):
+                stop = False
+                for after in hooks.after_turn:  # every hook sees the turn, even after one said stop
+                    stop = after(run, response) or stop
+                if stop:
                     break
                 if not calls:
                     if run.steers:
@@ -107,8 +115,8 @@ def _take_steers(session: Session, run: Run) -> None:
         messages[-1] = UserMessage((*last.content, *blocks))
     else:
         messages.append(UserMessage(blocks))
-    run.taken.extend(run.steers)
-    run.steers.clear()
+    run.taken = [*run.taken, *run.steers]
+    run.steers = ()
 
 
 def _roll_back(session: Session, run: Run, committed: int) -> None:
@@ -125,5 +133,5 @@ def _roll_back(session: Session, run: Run, committed: int) -> None:
         del messages[committed:]
     else:
         del messages[run.start :]
-    run.steers[:0] = run.taken
-    run.taken.clear()
+    run.steers = [*run.taken, *run.steers]
+    run.taken = ()

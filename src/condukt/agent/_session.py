@@ -50,6 +50,9 @@ __all__ = ["Session"]
 logger = logging.getLogger("condukt.agent")
 
 
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
+
+
 def _same(text: str) -> str:
     return text
 
@@ -79,7 +82,7 @@ class Session:
         self.system_prompt: str | None = config.system_prompt
         self.secrets = Secrets()
         #: The secrets as environment variables for tools (read-only, shared by every call).
-        self.secret_env: Mapping[str, str] = MappingProxyType({})
+        self.secret_env: Mapping[str, str] = _NO_ENV
         self.created_at = time.time()
         self.scrub: Callable[[str], str] = _same
         self.capabilities: list[Capability] = []
@@ -105,7 +108,7 @@ class Session:
         if config.api_key is not None:
             secrets = secrets.hiding({"API_KEY": config.api_key})
         self.secrets = secrets
-        self.secret_env = MappingProxyType(secrets.env)
+        self.secret_env = MappingProxyType(secrets.env) if secrets.names() else _NO_ENV
         builtin: list[Capability] = []
         if secrets or config.redactor is not None:
             builtin.append(Scrubbing(secrets, config.redactor))
@@ -245,17 +248,19 @@ class Session:
         await emit(AgentEnd(text, run.usage, run.turn))
         await emit(Done("completed"))
 
-    async def ask_model(self, run: Run) -> AssistantMessage:
-        """One model request for ``run``'s next turn, through the capabilities' hooks."""
+    def model_request(self, run: Run) -> ModelRequest:
+        """The request for ``run``'s next turn, as the capabilities' ``prepare_request`` hooks make it."""
         config = self.config
         request = ModelRequest(
             self.system_prompt, tuple(self.messages), self.tool_definitions, config.thinking_level, config.max_tokens
         )
-        hooks = run.hooks
-        for prepare in hooks.prepare_request:
+        for prepare in run.hooks.prepare_request:
             request = prepare(run, request)
-        if not (hooks.model_started or hooks.model_finished):
-            return await self.model.complete(request, run.emit)
+        return request
+
+    async def ask_model_watched(self, run: Run, request: ModelRequest) -> AssistantMessage:
+        """Send ``request``, telling the ``model_started``/``model_finished`` hooks."""
+        hooks = run.hooks
         for started in hooks.model_started:
             started(run)
         try:
