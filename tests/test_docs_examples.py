@@ -3,8 +3,10 @@
 Each example runs in a fresh interpreter (as a reader would run it, saved to
 a file), in an empty directory, without provider API keys in the
 environment: the examples are meant to run offline on
-``condukt.testing.ScriptedModel``. The examples run concurrently, a few at a
-time, so the whole file stays fast.
+``condukt.testing.ScriptedModel``. When the guide shows the program's output
+(a paragraph starting "Output" and then a ```text block, right after the
+program), the program must print exactly that. The examples run
+concurrently, a few at a time, so the whole file stays fast.
 """
 
 from __future__ import annotations
@@ -24,10 +26,16 @@ GUIDES = ["docs/agents.md", "docs/capabilities.md"]
 TIMEOUT = 30.0
 
 _FENCE = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
+#: What may follow a program: "Output...:" then a text block holding what it prints.
+_OUTPUT = re.compile(r"\n*Output[^\n]*:\n\n```text\n(.*?)^```$", re.S | re.M)
 
 
-def _examples() -> list[tuple[str, str]]:
-    """``(id, source)`` of every complete program in the guides; the id names the guide and line."""
+def _examples() -> list[tuple[str, str, str | None]]:
+    """``(id, source, output)`` of every complete program in the guides.
+
+    The id names the guide and line; ``output`` is the text the guide says
+    it prints, or None when the guide does not show it.
+    """
     found = []
     for guide in GUIDES:
         text = (ROOT / guide).read_text(encoding="utf-8")
@@ -35,8 +43,13 @@ def _examples() -> list[tuple[str, str]]:
             source = match.group(1)
             if "trio.run(" in source:
                 line = text.count("\n", 0, match.start()) + 1
-                found.append((f"{guide}:{line}", source))
+                shown = _OUTPUT.match(text, match.end())
+                found.append((f"{guide}:{line}", source, shown.group(1) if shown else None))
     return found
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.rstrip().splitlines()]
 
 
 EXAMPLES = _examples()
@@ -76,18 +89,22 @@ def _run(source: str) -> subprocess.CompletedProcess[str] | str:
 def outcomes() -> dict[str, subprocess.CompletedProcess[str] | str]:
     """Every example's outcome, by id (run concurrently: each is mostly interpreter start-up)."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        futures = {name: pool.submit(_run, source) for name, source in EXAMPLES}
+        futures = {name: pool.submit(_run, source) for name, source, _ in EXAMPLES}
         return {name: future.result() for name, future in futures.items()}
 
 
 def test_the_guides_have_complete_programs() -> None:
     for guide in GUIDES:
-        assert any(name.startswith(f"{guide}:") for name, _ in EXAMPLES), f"no complete program in {guide}"
+        assert any(name.startswith(f"{guide}:") for name, _, _ in EXAMPLES), f"no complete program in {guide}"
 
 
-@pytest.mark.parametrize("name", [name for name, _ in EXAMPLES])
-def test_example_runs(name: str, outcomes: dict[str, subprocess.CompletedProcess[str] | str]) -> None:
+@pytest.mark.parametrize(("name", "output"), [(name, output) for name, _, output in EXAMPLES])
+def test_example_runs(
+    name: str, output: str | None, outcomes: dict[str, subprocess.CompletedProcess[str] | str]
+) -> None:
     result = outcomes[name]
     if isinstance(result, str):
         pytest.fail(f"{name}: {result}")
     assert result.returncode == 0, f"{name} exited {result.returncode}\n{result.stdout}\n{result.stderr}"
+    if output is not None:
+        assert _lines(result.stdout) == _lines(output), f"{name} printed something else than the guide shows"
