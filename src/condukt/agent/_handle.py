@@ -16,7 +16,6 @@ from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
 from ..otp.lowlevel import send_system, server_of
 from ..tools.read import IMAGE_TYPES
 from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, RunRequest, Steer
-from ._run import CURRENT_RUN
 from ._structured import output_spec, render_input
 from ._validate import check_callable, check_count, check_seconds, check_str
 
@@ -86,17 +85,19 @@ class AgentHandle(Handle):
     __slots__ = ()
 
     def _session(self) -> Session:
-        from ._agent import session_of
-
         server = server_of(self)
         if server is None:
             raise NoProc(f"{self!r} is not alive")
-        return session_of(server)  # type: ignore[arg-type]
+        session: Session = server._Agent__session  # type: ignore[attr-defined]  # the agent's own, same package
+        return session
 
     def _inside_own_run(self) -> bool:
         """Whether the calling task is part of one of this agent's runs (a tool, an event callback)."""
-        run = CURRENT_RUN.get()
-        return run is not None and run.session.handle is self
+        server = server_of(self)
+        if server is None:
+            return False
+        lifecycle = server._Agent__session.lifecycle  # type: ignore[attr-defined]
+        return bool(lifecycle.runs_in(trio.lowlevel.current_task()))
 
     def _refuse_inside_own_run(self, what: str) -> None:
         if self._inside_own_run():

@@ -36,7 +36,7 @@ from ..otp import NO_REPLY, Caller
 from ._errors import Aborted, Busy, NotRunning
 from ._loop import run_turns
 from ._requests import RunRequest
-from ._run import CURRENT_RUN, Run
+from ._run import Run
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -261,13 +261,26 @@ class Lifecycle:
                 continue
             self._next = None
             if type(job) is Run:
-                token = CURRENT_RUN.set(job)  # the worker's context: the run's tool tasks inherit it
-                try:
-                    await self._run_job(job)
-                finally:
-                    CURRENT_RUN.reset(token)
+                await self._run_job(job)
             else:
                 await self._operation_job(job)  # type: ignore[arg-type]
+
+    def runs_in(self, task: Task) -> bool:
+        """Whether ``task`` is this agent's worker or one of its descendants (a tool, a callback's task).
+
+        Such a task is part of the job in progress: waiting on the agent from
+        there would wait on itself.
+        """
+        worker = self._worker
+        if worker is None or worker is _STARTING or self._parked:
+            return False  # no job in progress: nothing to wait on
+        current: Task | None = task
+        while current is not None:
+            if current is worker:
+                return True
+            nursery = current.parent_nursery
+            current = nursery.parent_task if nursery is not None else None
+        return False
 
     def _unpark(self, raise_cancel: Any) -> Abort:
         # Cancelled while parked: the process is exiting and the worker has

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -16,12 +15,7 @@ if TYPE_CHECKING:
     from ._requests import RunRequest
     from ._session import Session
 
-__all__ = ["CURRENT_RUN", "Run"]
-
-#: The run whose task (or tool task) is executing: lets a handle method
-#: called from inside its own agent's run tell that it would wait on itself.
-CURRENT_RUN: ContextVar[Run | None] = ContextVar("condukt_current_run", default=None)
-
+__all__ = ["Run"]
 
 class Run:
     """The state of one run, from the moment the agent accepted it until its ``Done``.
