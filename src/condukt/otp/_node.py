@@ -53,7 +53,11 @@ class Monitor:
             self._event.set()
 
     async def wait(self) -> Down:
-        """Wait for the monitored process to exit; returns the :class:`Down`."""
+        """Wait for the monitored process to exit; returns the :class:`Down`.
+
+        Cancellation: only the waiting is cancelled; the monitor stays set
+        until its ``async with`` block ends. Never raises otherwise.
+        """
         await self._event.wait()
         assert self.down is not None
         return self.down
@@ -217,6 +221,13 @@ class Node:
         The configuration is checked before anything starts (``ValueError``
         or ``TypeError``). Children start in order; if one fails to start,
         those already started are stopped and its error is raised.
+
+        Cancellation: the supervisor runs ``init`` in its own task; a
+        cancelled start tells it to shut down, and this returns (raising
+        ``Cancelled``) once it and the children it had started are gone.
+
+        Also raises :class:`NameTaken` if ``name`` is taken and
+        :class:`ConduktError` if the node is not running.
         """
         specs = validate_supervisor(children, strategy, max_restarts, max_seconds)
         spec = ChildSpec(
@@ -241,7 +252,13 @@ class Node:
         max_seconds: float = 5.0,
         name: Hashable | None = None,
     ) -> DynamicSupervisorHandle:
-        """Start a :class:`DynamicSupervisor` under the root."""
+        """Start a :class:`DynamicSupervisor` under the root.
+
+        Cancellation as for :meth:`start_supervisor`. Raises ``TypeError`` or
+        ``ValueError`` for a bad ``max_children`` or intensity,
+        :class:`NameTaken` if ``name`` is taken and :class:`ConduktError` if
+        the node is not running.
+        """
         validate_intensity(max_restarts, max_seconds)
         spec = ChildSpec(
             None,
@@ -275,7 +292,8 @@ class Node:
         """Monitor ``handle`` from code outside any process.
 
         ``async with node.monitor(h) as m: down = await m.wait()``. A dead
-        process yields ``Down(h, "noproc")`` at once.
+        process yields ``Down(h, "noproc")`` at once. Entering is a
+        checkpoint; leaving the block removes the monitor. Never raises.
         """
         return _MonitorContext(handle)
 

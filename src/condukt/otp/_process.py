@@ -928,8 +928,10 @@ class Server:
 
         The default runs :meth:`init`. A behaviour (like ``condukt.Agent``)
         overrides it to do its own set-up around its users' ``init``.
-        Application servers override ``init``, never this. What it raises
-        fails the start, as for ``init``. See :mod:`condukt.otp.lowlevel`.
+        Application servers override ``init``, never this. Like ``init`` it
+        runs before the start returns and is cancelled with the start; what
+        it raises fails the start, with nothing left running. See
+        :mod:`condukt.otp.lowlevel`.
         """
         await self.init(*args, **kwargs)
 
