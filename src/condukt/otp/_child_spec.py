@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Literal, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import attrs
 import trio
@@ -89,7 +89,9 @@ class ChildSpec(Generic[H_co]):
     @property
     def is_supervisor(self) -> bool:
         """Whether this child is itself a supervisor."""
-        return bool(server_class(self.start)._eager_nursery)
+        # ``start`` is a Server subclass (validated); typed as Spawnable for inference.
+        start: Any = self.start
+        return bool(start._eager_nursery)
 
     @property
     def brutal_kill(self) -> bool:
@@ -153,11 +155,6 @@ def validate_supervisor(
     return specs
 
 
-def server_class(start: type[Spawnable[Any]]) -> type[Server]:
-    """``start`` as the Server subclass ``ChildSpec`` validation made sure it is."""
-    return cast("type[Server]", start)
-
-
 async def start_process(
     node: Node,
     spec: ChildSpec[H],
@@ -178,20 +175,25 @@ async def start_process(
     same holds when the start is cancelled (a supervisor's ``init`` is
     cancelled and the children it started are stopped before this returns).
     """
-    cls = server_class(spec.start)
+    # ``spec.start`` is a Server subclass (validated) whose ``handle_class``
+    # the type checker saw as ``type[H]`` (see ``Spawnable``). Plain ``Any``
+    # locals, not ``typing.cast`` calls: this runs once per process start.
+    start: Any = spec.start
+    cls: type[Server] = start
     name = spec.name
-    # The handle class is read off the Server subclass; ``H`` is that class
-    # as the type checker inferred it from ``spec.start`` (see ``Spawnable``).
-    handle = cast(H, cls.handle_class(node, cls, name))
+    made: Any = cls.handle_class(node, cls, name)
+    handle: H = made
     server = cls()
     server.handle = handle
+    mailbox_size = spec.mailbox_size
+    # Positional: keywords to a class call cost a dict per process.
     proc = Process(
         handle,
         server,
-        capacity=DEFAULT_MAILBOX_SIZE if spec.mailbox_size is None else spec.mailbox_size,
-        shutdown=spec.shutdown_timeout,
-        parent=parent,
-        child_key=key,
+        DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size,
+        spec.shutdown_timeout,
+        parent,
+        key,
     )
     if name is not None:
         node._register(name, handle)

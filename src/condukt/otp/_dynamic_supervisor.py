@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ._child_spec import ChildCounts, ChildSpec, validate_intensity
+from ._child_spec import ChildCounts, ChildSpec, start_process, validate_intensity
 from ._errors import ChildNotFound, NoProc, TooManyChildren
 from ._process import Handle
 from ._signals import ExitReason
@@ -126,9 +126,11 @@ class DynamicSupervisor(SupervisorBase):
         limit = self._max_children
         if limit is not None and len(self._children) + self._starting >= limit:
             raise TooManyChildren(f"{me!r} already runs max_children={limit} children")
+        nursery = proc._nursery
+        assert nursery is not None  # opened before init, kept until the process is dead
         self._starting += 1
         try:
-            handle = await self._start_process(spec, spec)
+            handle = await start_process(me._node, spec, nursery=nursery, parent=me, key=spec)
         finally:
             self._starting -= 1
         if proc._stop is not None:
@@ -144,12 +146,9 @@ class DynamicSupervisor(SupervisorBase):
         spec = self._children.pop(handle, None)
         if spec is None or not needs_restart(spec.restart, reason):
             return
-
-        async def start_again() -> None:
-            new = await self._start_child(spec)
+        new = await self._restart(self._start_child, spec)
+        if new is not None:
             logger.debug("%r restarted %r as %r", self.handle, handle, new)
-
-        await self._restart(start_again)
 
     async def terminate(self, reason: ExitReason) -> None:
         children = list(self._children.items())

@@ -493,7 +493,6 @@ class Process:
         self,
         handle: Handle,
         server: Server,
-        *,
         capacity: int = DEFAULT_MAILBOX_SIZE,
         shutdown: float | None = 5.0,
         parent: Handle | None = None,
@@ -822,24 +821,17 @@ class Process:
         if handle._name is not None:
             node._unregister(handle._name, handle)
 
-        def fail(caller: Caller) -> None:
-            if not caller._state:
-                error = CallError(reason)
-                if isinstance(reason, BaseException):
-                    error.__cause__ = reason
-                caller.reply_error(error)
-
         if self._current is not None:
-            fail(self._current)
+            _fail(self._current, reason)
             self._current = None
         if self._deferred:
             for caller in list(self._deferred):
-                fail(caller)
+                _fail(caller, reason)
         mailbox, self._mailbox = self._mailbox, None
         if mailbox:
             for kind, _, queued in mailbox:
                 if kind == _CALL and queued is not None:
-                    fail(queued)
+                    _fail(queued, reason)
         if self._room is not None:
             self._room.unpark_all()
         if self._monitors:
@@ -864,6 +856,15 @@ class Process:
             self._dead_event.set()
         self._server = None
         self._boot_args = None
+
+
+def _fail(caller: Caller, reason: ExitReason) -> None:
+    """Fail a call the exiting process will never answer (a function, not a closure per exit)."""
+    if not caller._state:
+        error = CallError(reason)
+        if isinstance(reason, BaseException):
+            error.__cause__ = reason
+        caller.reply_error(error)
 
 
 def _add_monitor(target: Handle, watcher: Any) -> MonitorRef:

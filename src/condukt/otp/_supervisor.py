@@ -7,8 +7,8 @@ from typing import Any
 
 import trio
 
-from ._child_spec import ChildCounts, ChildSpec, validate_supervisor
-from ._errors import ChildNotFound, ChildRunning
+from ._child_spec import ChildCounts, ChildSpec, start_process, validate_supervisor
+from ._errors import ChildNotFound, ChildRunning, NoProc
 from ._process import Caller, Handle
 from ._signals import ExitReason
 from ._spawnable import H
@@ -150,7 +150,12 @@ class Supervisor(SupervisorBase):
     # ------------------------------------------------------------------ helpers
 
     async def _start(self, child: _Child) -> Handle:
-        child.handle = await self._start_process(child.spec, child)
+        me = self.handle
+        proc = me._process
+        nursery = None if proc is None else proc._nursery
+        if nursery is None:
+            raise NoProc(f"{me!r} is not running")
+        child.handle = await start_process(me._node, child.spec, nursery=nursery, parent=me, key=child)
         return child.handle
 
     async def _stop(self, child: _Child, *, shield: bool = True) -> None:
@@ -225,10 +230,10 @@ class Supervisor(SupervisorBase):
                 if other is not child and other.spec.restart == "temporary":
                     self._children.remove(other)
             group = [c for c in self._children if c is child or c in others]
+        await self._restart(self._start_group, group)
 
-        async def start_group() -> None:
-            for member in group:
-                if member.handle is None and member in self._children:
-                    await self._start(member)
-
-        await self._restart(start_group)
+    async def _start_group(self, group: list[_Child]) -> None:
+        """(Re)start the members of ``group`` that are not running and still listed, in order."""
+        for member in group:
+            if member.handle is None and member in self._children:
+                await self._start(member)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import abc
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -10,11 +9,10 @@ from typing import Any, TypeVar
 
 import trio
 
-from ._child_spec import ChildSpec, start_process
+from ._child_spec import ChildSpec
 from ._errors import NoProc
 from ._process import Handle, Server
 from ._signals import ChildExited, ExitReason, is_shutdown_exit
-from ._spawnable import H
 
 __all__ = [
     "RestartIntensity",
@@ -28,6 +26,8 @@ __all__ = [
 logger = logging.getLogger("condukt.otp")
 
 S = TypeVar("S", bound=Server)
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def needs_restart(restart: str, reason: ExitReason) -> bool:
@@ -87,28 +87,24 @@ def supervisor_of(handle: Handle, cls: type[S]) -> S:
     return server
 
 
-class SupervisorBase(Server, metaclass=abc.ABCMeta):
+class SupervisorBase(Server):
     """The part of a supervisor that does not depend on how it keeps its children.
 
-    Children run in the supervisor's own nursery, opened before ``init``
-    (so ``init`` can start them) and outliving the supervisor's cancel scope
-    (so stopping the supervisor leaves them to ``terminate``, which stops
-    them in order). A child's exit arrives as a ``ChildExited`` message and
-    goes to :meth:`_child_exited`; restarts go through :meth:`_restart`,
-    which applies the restart intensity.
+    Children run in the supervisor's own nursery (``start_process`` with
+    ``parent=self.handle``), opened before ``init`` (so ``init`` can start
+    them) and outliving the supervisor's cancel scope (so stopping the
+    supervisor leaves them to ``terminate``, which stops them in order). A
+    child's exit arrives as a ``ChildExited`` message and goes to
+    ``_child_exited``; restarts go through :meth:`_restart`, which applies
+    the restart intensity.
     """
 
     _eager_nursery = True
     _intensity: RestartIntensity
 
-    async def _start_process(self, spec: ChildSpec[H], key: Any) -> H:
-        """Start a child in this supervisor's nursery; its exit comes back with ``key``."""
-        me = self.handle
-        proc = me._process
-        nursery = None if proc is None else proc._nursery
-        if nursery is None:
-            raise NoProc(f"{me!r} is not running")
-        return await start_process(me._node, spec, nursery=nursery, parent=me, key=key)
+    #: A child exited (``key`` as given to ``start_process``): restart it
+    #: or forget it. Each supervisor defines it as a method.
+    _child_exited: Callable[[Handle, ExitReason, Any], Awaitable[None]]
 
     async def handle_info(self, message: Any) -> None:
         if isinstance(message, ChildExited):
@@ -116,25 +112,22 @@ class SupervisorBase(Server, metaclass=abc.ABCMeta):
         else:
             await super().handle_info(message)
 
-    @abc.abstractmethod
-    async def _child_exited(self, handle: Handle, reason: ExitReason, key: Any) -> None:
-        """A child exited (``key`` as given to :meth:`_start_process`): restart it or forget it."""
+    async def _restart(self, start: Callable[[T], Awaitable[R]], what: T) -> R | None:
+        """Run ``start(what)`` until it succeeds, each attempt counted against the restart intensity.
 
-    async def _restart(self, start: Callable[[], Awaitable[object]]) -> None:
-        """Run ``start`` until it succeeds, each attempt counted against the restart intensity.
-
-        A failed attempt is logged (the child's ``init`` error is reported
-        here, once) and retried; when the intensity is exceeded the
+        Returns what ``start`` returned, or ``None`` when the supervisor gave
+        up. A failed attempt is logged (the child's ``init`` error is
+        reported here, once) and retried; when the intensity is exceeded the
         supervisor stops with reason ``"shutdown"`` (OTP's escalation).
         """
+        # ``start`` and ``what`` rather than a closure: the callers'
+        # ``_child_exited`` then makes no cells on every child exit.
         while True:
             if not self._intensity.allow():
                 logger.error("%r: restart intensity exceeded; shutting down", self.handle)
                 self.stop("shutdown")
-                return
+                return None
             try:
-                await start()
+                return await start(what)
             except Exception as exc:
                 logger.error("%r: restarting a child failed", self.handle, exc_info=exc)
-            else:
-                return
