@@ -1,4 +1,4 @@
-"""What both supervisors share: restart rules, restart intensity, starting and stopping children."""
+"""What both supervisors share: restart rules, the restart-intensity loop, child exits, stopping children."""
 
 from __future__ import annotations
 
