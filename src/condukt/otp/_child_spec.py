@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import attrs
 import trio
 from trio.lowlevel import current_task, wait_task_rescheduled
 
 from ._errors import NoProc
-from ._process import _RUNNING, DEFAULT_MAILBOX_SIZE, Handle, Server
+from ._process import _RUNNING, DEFAULT_MAILBOX_SIZE, Handle, Process, Server
+from ._spawnable import H, H_co, Spawnable
 
 if TYPE_CHECKING:
     from ._node import Node
@@ -55,7 +56,7 @@ def _check_mailbox(instance: Any, attribute: Any, value: Any) -> None:
 
 
 @attrs.frozen
-class ChildSpec:
+class ChildSpec(Generic[H_co]):
     """How to start (and restart) one child of a supervisor.
 
     ``start(*args, **kwargs)`` names the :class:`Server` subclass and the
@@ -68,10 +69,14 @@ class ChildSpec:
     OTP. ``name`` registers each incarnation under that name on the node.
     ``id`` identifies the child within a static supervisor (dynamic
     supervisors ignore it; pass ``None``).
+
+    Generic in the handle type its ``start`` class makes (inferred; a bare
+    ``ChildSpec`` annotation means ``ChildSpec[Handle]``), so the
+    ``start_child`` functions return that type.
     """
 
     id: Hashable | None
-    start: type[Server] = attrs.field(validator=_check_start)
+    start: type[Spawnable[H_co]] = attrs.field(validator=_check_start)
     args: tuple[Any, ...] = attrs.field(default=(), converter=_to_tuple)
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     restart: RestartType = attrs.field(default="permanent", validator=_check_restart)
@@ -84,7 +89,9 @@ class ChildSpec:
     @property
     def is_supervisor(self) -> bool:
         """Whether this child is itself a supervisor."""
-        return bool(self.start._eager_nursery)
+        # ``start`` is a Server subclass (validated); typed as Spawnable for inference.
+        start: Any = self.start
+        return bool(start._eager_nursery)
 
     @property
     def brutal_kill(self) -> bool:
@@ -150,18 +157,16 @@ def validate_supervisor(
 
 async def start_process(
     node: Node,
-    cls: type[Server],
-    args: tuple[Any, ...],
-    kwargs: Mapping[str, Any],
+    spec: ChildSpec[H],
     *,
     nursery: trio.Nursery,
-    name: Hashable | None = None,
-    mailbox_size: int | None = None,
-    shutdown: float | None = DEFAULT_SHUTDOWN,
     parent: Handle | None = None,
     key: Any = None,
-) -> Handle:
-    """Create a process, run its ``init`` and start its loop in ``nursery``.
+) -> H:
+    """Create a process from ``spec``, run its ``init`` and start its loop in ``nursery``.
+
+    ``parent`` gets a ``ChildExited(handle, reason, key)`` message when the
+    process exits.
 
     Ordinary servers run ``init`` right here, in the starting task (OTP's
     ``start_link`` also blocks until ``init`` returns); supervisors run it in
@@ -170,28 +175,39 @@ async def start_process(
     same holds when the start is cancelled (a supervisor's ``init`` is
     cancelled and the children it started are stopped before this returns).
     """
-    handle = cls.handle_class(
-        node, cls, name, DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size, shutdown
-    )
-    handle._parent = parent
-    handle._child_key = key
+    # ``spec.start`` is a Server subclass (validated) whose ``handle_class``
+    # the type checker saw as ``type[H]`` (see ``Spawnable``). Plain ``Any``
+    # locals, not ``typing.cast`` calls: this runs once per process start.
+    start: Any = spec.start
+    cls: type[Server] = start
+    name = spec.name
+    made: Any = cls.handle_class(node, cls, name)
+    handle: H = made
     server = cls()
     server.handle = handle
-    handle._server = server
+    mailbox_size = spec.mailbox_size
+    # Positional: keywords to a class call cost a dict per process.
+    proc = Process(
+        handle,
+        server,
+        DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size,
+        spec.shutdown_timeout,
+        parent,
+        key,
+    )
     if name is not None:
         node._register(name, handle)
     node._process_count += 1
-    handle._init_task = current_task()
+    proc._init_task = current_task()
     if cls._eager_nursery:
-        handle._args = tuple(args)
-        handle._kwargs = dict(kwargs)
+        proc._boot_args = (spec.args, dict(spec.kwargs))
         try:
-            nursery.start_soon(handle._main)
+            nursery.start_soon(proc._main)
         except RuntimeError:
-            handle._exit("shutdown", notify=False)
+            proc._exit("shutdown", notify=False)
             raise NoProc("the supervisor is shutting down") from None
         try:
-            await wait_task_rescheduled(handle._abort_init_wait)
+            await wait_task_rescheduled(proc._abort_init_wait)
         except BaseException:
             # ``init`` failed, or the start was cancelled and the process told
             # to shut down (``_abort_init_wait``): wait until it is gone, its
@@ -201,16 +217,16 @@ async def start_process(
             raise
         return handle
     try:
-        await server.boot(*args, **kwargs)
+        await server.boot(*spec.args, **spec.kwargs)
     except BaseException as exc:
-        handle._init_task = None
-        handle._exit(exc if isinstance(exc, Exception) else "killed", notify=False)
+        proc._init_task = None
+        proc._exit(exc if isinstance(exc, Exception) else "killed", notify=False)
         raise
-    handle._init_task = None
-    handle._state = _RUNNING
+    proc._init_task = None
+    proc._state = _RUNNING
     try:
-        nursery.start_soon(handle._main)
+        nursery.start_soon(proc._main)
     except RuntimeError:
-        handle._exit("shutdown", notify=False)
+        proc._exit("shutdown", notify=False)
         raise NoProc("the supervisor is shutting down") from None
     return handle

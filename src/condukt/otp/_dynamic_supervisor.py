@@ -7,9 +7,17 @@ from typing import Any
 
 from ._child_spec import ChildCounts, ChildSpec, start_process, validate_intensity
 from ._errors import ChildNotFound, NoProc, TooManyChildren
-from ._process import Handle, Server
-from ._signals import ChildExited, ExitReason
-from ._supervisor import RestartIntensity, needs_restart, stop_child
+from ._process import Handle
+from ._signals import ExitReason
+from ._spawnable import H
+from ._supervisor_base import (
+    RestartIntensity,
+    SupervisorBase,
+    needs_restart,
+    request_child_stop,
+    stop_child,
+    supervisor_of,
+)
 
 __all__ = ["DynamicSupervisor", "DynamicSupervisorHandle"]
 
@@ -27,25 +35,34 @@ class DynamicSupervisorHandle(Handle):
     __slots__ = ()
 
     def _sup(self) -> DynamicSupervisor:
-        server = self._server
-        if server is None:
-            raise NoProc(f"{self!r} is not alive")
-        assert isinstance(server, DynamicSupervisor)
-        return server
+        return supervisor_of(self, DynamicSupervisor)
 
-    async def start_child(self, spec: ChildSpec) -> Handle:
+    async def start_child(self, spec: ChildSpec[H]) -> H:
         """Start a child from ``spec`` (its ``id`` is ignored); returns its handle.
 
-        Raises :class:`TooManyChildren` at ``max_children``, :class:`NoProc`
-        if the supervisor is not running, and whatever the child's ``init``
-        raised.
+        The handle's type is ``spec.start.handle_class`` (type checkers see
+        it too). Runs the child's ``init`` in the calling task.
+
+        Cancellation: a start cancelled while ``init`` runs leaves nothing
+        running or registered (``init`` is cancelled with it).
+
+        Raises ``TypeError`` for a non-spec, :class:`TooManyChildren` at
+        ``max_children``, :class:`NoProc` if the supervisor is not running
+        (or began shutting down while the child started), and whatever the
+        child's ``init`` raised.
         """
         if not isinstance(spec, ChildSpec):
             raise TypeError(f"expected a ChildSpec, got {spec!r}")
         return await self._sup()._start_child(spec)
 
     async def terminate_child(self, child: Handle) -> None:
-        """Stop ``child`` for good (no restart); raises :class:`ChildNotFound` if it is not ours."""
+        """Stop ``child`` for good (no restart) and wait until it has exited.
+
+        Cancellation: cancelling the caller only stops the waiting; the
+        child still stops and is not restarted. Raises :class:`ChildNotFound`
+        if it is not a running child of this supervisor, :class:`NoProc` if
+        the supervisor is not alive.
+        """
         sup = self._sup()
         spec = sup._children.pop(child, None)
         if spec is None:
@@ -53,7 +70,10 @@ class DynamicSupervisorHandle(Handle):
         await stop_child(child, spec)
 
     def count_children(self) -> ChildCounts:
-        """How many children run, and how many of them are supervisors."""
+        """How many children run, and how many of them are supervisors.
+
+        Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        """
         children = self._sup()._children
         sups = sum(1 for spec in children.values() if spec.is_supervisor)
         return ChildCounts(
@@ -61,11 +81,14 @@ class DynamicSupervisorHandle(Handle):
         )
 
     def which_children(self) -> list[tuple[None, Handle]]:
-        """``(None, handle)`` for every running child, in start order."""
+        """``(None, handle)`` for every running child, in start order.
+
+        Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        """
         return [(None, handle) for handle in self._sup()._children]
 
 
-class DynamicSupervisor(Server):
+class DynamicSupervisor(SupervisorBase):
     """A supervisor for children started on demand, all alike (one_for_one).
 
     Restart types and intensity work as for :class:`Supervisor`. On exit all
@@ -75,7 +98,6 @@ class DynamicSupervisor(Server):
     """
 
     handle_class = DynamicSupervisorHandle
-    _eager_nursery = True
 
     async def init(
         self,
@@ -96,60 +118,37 @@ class DynamicSupervisor(Server):
         self._children: dict[Handle, ChildSpec] = {}
         self._starting = 0
 
-    async def _start_child(self, spec: ChildSpec) -> Handle:
+    async def _start_child(self, spec: ChildSpec[H]) -> H:
         me = self.handle
-        if me._stop is not None or not me.alive:
+        proc = me._process
+        if proc is None or proc._stop is not None:
             raise NoProc(f"{me!r} is not running")
         limit = self._max_children
         if limit is not None and len(self._children) + self._starting >= limit:
             raise TooManyChildren(f"{me!r} already runs max_children={limit} children")
-        nursery = me._nursery
-        assert nursery is not None
+        nursery = proc._nursery
+        assert nursery is not None  # opened before init, kept until the process is dead
         self._starting += 1
         try:
-            handle = await start_process(
-                me._node,
-                spec.start,
-                spec.args,
-                spec.kwargs,
-                nursery=nursery,
-                name=spec.name,
-                mailbox_size=spec.mailbox_size,
-                shutdown=spec.shutdown_timeout,
-                parent=me,
-                key=spec,
-            )
+            handle = await start_process(me._node, spec, nursery=nursery, parent=me, key=spec)
         finally:
             self._starting -= 1
-        if me._stop is not None:
+        if proc._stop is not None:
             # We began shutting down while the child ran init; it must not stay.
-            handle._request_exit("shutdown", terminate=True, timeout=spec.shutdown_timeout)
+            child = handle._process
+            if child is not None:
+                child._request_exit("shutdown", terminate=True, timeout=spec.shutdown_timeout)
             raise NoProc(f"{me!r} shut down while the child started")
         self._children[handle] = spec
         return handle
 
-    async def handle_info(self, message: Any) -> None:
-        if isinstance(message, ChildExited):
-            await self._child_exited(message.handle, message.reason)
-        else:
-            await super().handle_info(message)
-
-    async def _child_exited(self, handle: Handle, reason: ExitReason) -> None:
+    async def _child_exited(self, handle: Handle, reason: ExitReason, key: Any) -> None:
         spec = self._children.pop(handle, None)
         if spec is None or not needs_restart(spec.restart, reason):
             return
-        while True:
-            if not self._intensity.allow():
-                logger.error("%r: restart intensity exceeded; shutting down", self.handle)
-                self.stop("shutdown")
-                return
-            try:
-                new = await self._start_child(spec)
-            except Exception as exc:
-                logger.error("%r: restarting a child failed", self.handle, exc_info=exc)
-                continue
+        new = await self._restart(self._start_child, spec)
+        if new is not None:
             logger.debug("%r restarted %r as %r", self.handle, handle, new)
-            return
 
     async def terminate(self, reason: ExitReason) -> None:
         children = list(self._children.items())
@@ -159,10 +158,7 @@ class DynamicSupervisor(Server):
                 await stop_child(handle, spec)
             return
         for handle, spec in reversed(children):
-            if spec.brutal_kill:
-                handle.kill()
-            else:
-                handle._request_exit("shutdown", terminate=True, timeout=spec.shutdown_timeout)
+            request_child_stop(handle, spec)
         for handle, _ in children:
             if handle.alive:  # most are gone after the first wait: skip their checkpoints
                 await handle.wait()

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, overload
 
 import attrs
 import trio
@@ -14,9 +14,10 @@ import trio
 from ._child_spec import ChildSpec, start_process, validate_intensity, validate_supervisor
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
 from ._errors import ConduktError, NameTaken
-from ._process import _DEAD, Handle, MonitorRef, Server
+from ._process import Handle, MonitorRef, _add_monitor, _remove_monitor
 from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
 from ._signals import Down
+from ._spawnable import H, Spawnable
 from ._supervisor import Supervisor, SupervisorHandle
 from ._timers import TimerService
 
@@ -28,8 +29,6 @@ logger = logging.getLogger("condukt.otp")
 CLOSE_CALLBACK_TIMEOUT = 5.0
 
 _current_node: ContextVar[Node | None] = ContextVar("condukt_node", default=None)
-
-H = TypeVar("H", bound=Handle)
 
 
 def current_node() -> Node | None:
@@ -54,7 +53,11 @@ class Monitor:
             self._event.set()
 
     async def wait(self) -> Down:
-        """Wait for the monitored process to exit; returns the :class:`Down`."""
+        """Wait for the monitored process to exit; returns the :class:`Down`.
+
+        Cancellation: only the waiting is cancelled; the monitor stays set
+        until its ``async with`` block ends. Never raises otherwise.
+        """
         await self._event.wait()
         assert self.down is not None
         return self.down
@@ -66,22 +69,15 @@ class _MonitorContext:
         self._monitor = Monitor()
 
     async def __aenter__(self) -> Monitor:
-        handle, monitor = self._handle, self._monitor
-        ref = monitor._ref = MonitorRef(handle, monitor)
-        if handle._state == _DEAD:
-            ref._down("noproc")
-        else:
-            if handle._monitors is None:
-                handle._monitors = {}
-            handle._monitors[ref] = None
+        monitor = self._monitor
+        monitor._ref = _add_monitor(self._handle, monitor)
         await trio.lowlevel.checkpoint()
         return monitor
 
     async def __aexit__(self, *exc_info: object) -> None:
         ref = self._monitor._ref
-        monitors = self._handle._monitors
-        if monitors and ref is not None:
-            monitors.pop(ref, None)
+        if ref is not None:
+            _remove_monitor(ref)
 
 
 class Node:
@@ -140,10 +136,27 @@ class Node:
         if self._names.get(name) is handle:
             del self._names[name]
 
-    def whereis(self, name: Hashable) -> Handle | None:
-        """The live process registered under ``name``, or ``None``."""
+    @overload
+    def whereis(self, name: Hashable) -> Handle | None: ...
+
+    @overload
+    def whereis(self, name: Hashable, handle_class: type[H]) -> H | None: ...
+
+    def whereis(self, name: Hashable, handle_class: type[Handle] | None = None) -> Handle | None:
+        """The live process registered under ``name``, or ``None``.
+
+        ``node.whereis(name, AgentHandle)`` also types the result as that
+        handle class, and checks it: a live process under ``name`` whose
+        handle is not an instance of ``handle_class`` raises ``TypeError``
+        (the name is used for something else, which is a bug, not an absence).
+        Synchronous.
+        """
         handle = self._names.get(name)
-        return handle if handle is not None and handle.alive else None
+        if handle is None or not handle.alive:
+            return None
+        if handle_class is not None and not isinstance(handle, handle_class):
+            raise TypeError(f"{name!r} is {handle!r}, not a {handle_class.__name__}")
+        return handle
 
     def registered(self) -> list[Hashable]:
         """Every name currently registered."""
@@ -166,18 +179,28 @@ class Node:
 
     async def spawn(
         self,
-        server: type[Server],
+        server: type[Spawnable[H]],
         *args: Any,
         name: Hashable | None = None,
         mailbox_size: int | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> H:
         """Start ``server`` under the node's root and return its handle.
 
-        ``init(*args, **kwargs)`` runs before this returns; what it raises is
-        raised here. ``name`` registers the process (:class:`NameTaken` if
-        taken). The process is a temporary child of the root: never
+        The handle is an instance of ``server.handle_class``, and typed so:
+        ``Handle`` for a plain ``Server`` subclass, ``AgentHandle`` for an
+        ``Agent``. ``init(*args, **kwargs)`` runs before this returns, in the
+        calling task; what it raises is raised here. ``name`` registers the
+        process. The process is a temporary child of the root: never
         restarted, stopped when the node closes.
+
+        Cancellation: a spawn cancelled while ``init`` runs cancels ``init``
+        and leaves nothing running or registered.
+
+        Raises ``TypeError`` if ``server`` is not a ``Server`` subclass,
+        ``ValueError`` for a bad ``mailbox_size``, :class:`NameTaken` if the
+        name is taken, :class:`ConduktError` if the node is not running, and
+        whatever ``init`` raised.
         """
         spec = ChildSpec(
             None, server, args, kwargs, restart="temporary", name=name, mailbox_size=mailbox_size
@@ -198,6 +221,13 @@ class Node:
         The configuration is checked before anything starts (``ValueError``
         or ``TypeError``). Children start in order; if one fails to start,
         those already started are stopped and its error is raised.
+
+        Cancellation: the supervisor runs ``init`` in its own task; a
+        cancelled start tells it to shut down, and this returns (raising
+        ``Cancelled``) once it and the children it had started are gone.
+
+        Also raises :class:`NameTaken` if ``name`` is taken and
+        :class:`ConduktError` if the node is not running.
         """
         specs = validate_supervisor(children, strategy, max_restarts, max_seconds)
         spec = ChildSpec(
@@ -212,9 +242,7 @@ class Node:
             restart="temporary",
             name=name,
         )
-        handle = await self.root.start_child(spec)
-        assert isinstance(handle, SupervisorHandle)
-        return handle
+        return await self.root.start_child(spec)
 
     async def start_dynamic_supervisor(
         self,
@@ -224,7 +252,13 @@ class Node:
         max_seconds: float = 5.0,
         name: Hashable | None = None,
     ) -> DynamicSupervisorHandle:
-        """Start a :class:`DynamicSupervisor` under the root."""
+        """Start a :class:`DynamicSupervisor` under the root.
+
+        Cancellation as for :meth:`start_supervisor`. Raises ``TypeError`` or
+        ``ValueError`` for a bad ``max_children`` or intensity,
+        :class:`NameTaken` if ``name`` is taken and :class:`ConduktError` if
+        the node is not running.
+        """
         validate_intensity(max_restarts, max_seconds)
         spec = ChildSpec(
             None,
@@ -237,9 +271,7 @@ class Node:
             restart="temporary",
             name=name,
         )
-        handle = await self.root.start_child(spec)
-        assert isinstance(handle, DynamicSupervisorHandle)
-        return handle
+        return await self.root.start_child(spec)
 
     def subscribe(self, topic: Hashable = ALL, *, buffer: int = DEFAULT_BUFFER) -> Subscription:
         """Receive what is published on ``topic`` (``"*"``: everything) on this node.
@@ -260,7 +292,8 @@ class Node:
         """Monitor ``handle`` from code outside any process.
 
         ``async with node.monitor(h) as m: down = await m.wait()``. A dead
-        process yields ``Down(h, "noproc")`` at once.
+        process yields ``Down(h, "noproc")`` at once. Entering is a
+        checkpoint; leaving the block removes the monitor. Never raises.
         """
         return _MonitorContext(handle)
 
@@ -305,8 +338,9 @@ class open_node:  # noqa: N801 - named like trio's open_* context managers
         assert node is not None and node._root is not None
         root = node._root
         with trio.CancelScope(shield=True):
-            if root.alive:
-                root._request_exit("shutdown", terminate=True, timeout=None)
+            proc = root._process
+            if proc is not None:
+                proc._request_exit("shutdown", terminate=True, timeout=None)
                 await root.wait()
             await node._run_close_callbacks()
             node.pubsub.close()
@@ -333,15 +367,8 @@ async def _host(node: Node, *, task_status: trio.TaskStatus[DynamicSupervisorHan
     with trio.CancelScope(shield=True):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(node._timers.run)
-            root = await start_process(
-                node,
-                DynamicSupervisor,
-                (),
-                {"ordered_shutdown": True},
-                nursery=nursery,
-                shutdown=None,
-            )
-            assert isinstance(root, DynamicSupervisorHandle)
+            spec = ChildSpec(None, DynamicSupervisor, kwargs={"ordered_shutdown": True}, shutdown="infinity")
+            root = await start_process(node, spec, nursery=nursery)
             task_status.started(root)
             await root.wait()
             nursery.cancel_scope.cancel()

@@ -1,15 +1,19 @@
-"""Processes: the :class:`Server` behaviour, :class:`Handle`, callers, links and monitors.
+"""Processes: the :class:`Server` behaviour, :class:`Handle`, :class:`Process`, callers, links, monitors.
 
 A process is one trio task running a mailbox loop over a :class:`Server`
-instance. Everything the runtime knows about a process lives on its
-:class:`Handle` (there is no separate process object), so a handle of a dead
-incarnation simply reports ``alive == False``.
+instance. Its state (mailbox, links, monitors, server instance, nursery, stop
+request, ...) lives on a :class:`Process`; a :class:`Handle` only names it
+(node, pid, name, server class) and points at the :class:`Process` while it
+runs. On exit the handle drops that reference and keeps the exit reason, so a
+handle of a dead incarnation is small, cannot reach stale state, and reports
+``alive == False``.
 
 Hot paths (``call``, ``cast``, the mailbox loop) avoid per-message cancel
 scopes and channel machinery: a message is appended to a deque and the parked
 process task is rescheduled directly; a caller parks with
 :func:`trio.lowlevel.wait_task_rescheduled` and its timeout is an entry in the
-node's timer heap (see ``_timers``).
+node's timer heap (see ``_timers``). The split costs one attribute hop
+(``handle._process``) per operation and no allocation per message.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ __all__ = [
     "Caller",
     "Handle",
     "MonitorRef",
+    "Process",
     "Server",
     "TimerRef",
     "UnhandledMessage",
@@ -82,7 +87,7 @@ class Caller(Timed):
 
     __slots__ = ("_state", "_target", "_task", "_timeout")
 
-    def __init__(self, task: Task, target: Handle, timeout: float | None) -> None:
+    def __init__(self, task: Task, target: Process, timeout: float | None) -> None:
         self._timer_state = 0
         self._task = task
         self._target = target
@@ -96,14 +101,18 @@ class Caller(Timed):
 
     def _finish(self) -> None:
         self._state = 1
+        target = self._target
         if self._timer_state == 1:
-            self._target._node._timers.cancel(self)
-        deferred = self._target._deferred
+            target._handle._node._timers.cancel(self)
+        deferred = target._deferred
         if deferred:
             deferred.discard(self)
 
     def reply(self, value: Any) -> bool:
-        """Answer the call with ``value``; returns whether the caller got it."""
+        """Answer the call with ``value``; returns whether the caller got it.
+
+        Synchronous and safe from any task of the node; never raises.
+        """
         if self._state:
             return False
         self._finish()
@@ -111,7 +120,10 @@ class Caller(Timed):
         return True
 
     def reply_error(self, error: BaseException) -> bool:
-        """Make the caller's ``call`` raise ``error``; returns whether it was delivered."""
+        """Make the caller's ``call`` raise ``error``; returns whether it was delivered.
+
+        Synchronous and safe from any task of the node; never raises.
+        """
         if self._state:
             return False
         self._finish()
@@ -127,7 +139,7 @@ class Caller(Timed):
             deferred.discard(self)
         reschedule(
             self._task,
-            outcome.Error(CallTimeout(f"no reply from {self._target!r} within {self._timeout}s")),
+            outcome.Error(CallTimeout(f"no reply from {self._target._handle!r} within {self._timeout}s")),
         )
 
     def _abort(self, raise_cancel: Any) -> Abort:  # the caller was cancelled
@@ -214,76 +226,25 @@ class Handle:
     exits, :attr:`alive` is ``False``, :attr:`exit_reason` says why, and every
     operation raises :class:`NoProc`. A restarted child is a *new* incarnation
     with a new handle; find it with ``node.whereis(name)``.
+
+    A handle holds only what names the process (node, id, name, server class)
+    and, while it runs, a reference to its :class:`Process`, the state of that
+    incarnation; on exit it drops the reference and keeps the exit reason.
+    The runtime makes handles (``spawn``, ``start_child``); a behaviour may
+    subclass ``Handle`` (with ``__slots__ = ()``) to add methods, named by
+    its ``Server.handle_class``.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_args",
-        "_child_key",
-        "_cls",
-        "_capacity",
-        "_current",
-        "_dead_event",
-        "_deferred",
-        "_exit_reason",
-        "_init_task",
-        "_kwargs",
-        "_links",
-        "_mailbox",
-        "_monitors",
-        "_name",
-        "_node",
-        "_nursery",
-        "_parent",
-        "_parked",
-        "_pending",
-        "_pid",
-        "_room",
-        "_scope",
-        "_server",
-        "_shutdown",
-        "_state",
-        "_stop",
-        "_task",
-        "_term_scope",
-    )
+    __slots__ = ("__weakref__", "_cls", "_exit_reason", "_name", "_node", "_pid", "_process")
 
-    def __init__(
-        self,
-        node: Node,
-        cls: type[Server],
-        name: Hashable | None = None,
-        capacity: int = DEFAULT_MAILBOX_SIZE,
-        shutdown: float | None = 5.0,
-    ) -> None:
+    def __init__(self, node: Node, cls: type[Server], name: Hashable | None = None) -> None:
         self._node = node
         self._pid = node._new_pid()
         self._cls = cls
         self._name = name
-        self._capacity = capacity
-        self._shutdown = shutdown
-        self._state = _STARTING
-        self._server: Server | None = None
-        self._mailbox: deque[tuple[int, Any, Caller | None]] | None = None
-        self._room: ParkingLot | None = None
-        self._task: Task | None = None
-        self._init_task: Task | None = None
-        self._parked = False
-        self._scope = trio.CancelScope()
-        self._term_scope: trio.CancelScope | None = None
-        self._stop: tuple[ExitReason, bool, float | None] | None = None
+        # Set by the Process made for this handle; ``None`` again once it exits.
+        self._process: Process | None = None
         self._exit_reason: ExitReason = None
-        self._current: Caller | None = None
-        self._deferred: set[Caller] | None = None
-        self._monitors: dict[MonitorRef, None] | None = None
-        self._links: set[Handle] | None = None
-        self._parent: Handle | None = None
-        self._child_key: Any = None
-        self._pending: list[tuple[Callable[..., Awaitable[Any]], tuple[Any, ...]]] | None = None
-        self._nursery: trio.Nursery | None = None
-        self._dead_event: trio.Event | None = None
-        self._args: tuple[Any, ...] = ()
-        self._kwargs: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -300,7 +261,7 @@ class Handle:
     @property
     def alive(self) -> bool:
         """``False`` once the process has exited (for good: handles never revive)."""
-        return self._state != _DEAD
+        return self._process is not None
 
     @property
     def exit_reason(self) -> ExitReason:
@@ -319,16 +280,17 @@ class Handle:
 
     def __repr__(self) -> str:
         name = f" {self._name!r}" if self._name is not None else ""
-        state = "alive" if self._state != _DEAD else f"dead: {self._exit_reason!r}"
+        state = "alive" if self._process is not None else f"dead: {self._exit_reason!r}"
         return f"<{type(self).__name__} #{self._pid}{name} {self._cls.__name__} {state}>"
 
     async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
         """Send ``request`` to ``handle_call`` and wait for the reply.
 
         Waits for mailbox room if the mailbox is full (within the timeout).
-        ``timeout=None`` waits forever. Cancelling the caller withdraws the
-        request: the server skips it if it has not started on it, and a later
-        reply is dropped.
+        ``timeout=None`` waits forever.
+
+        Cancellation: cancelling the caller withdraws the request: the server
+        skips it if it has not started on it, and a later reply is dropped.
 
         Raises :class:`NoProc` if the process is not alive,
         :class:`CallTimeout` when no reply came in time, :class:`CallError`
@@ -336,27 +298,28 @@ class Handle:
         the server passed to ``caller.reply_error``, and :class:`CallingSelf`
         when a process calls itself from its own mailbox loop.
         """
-        if self._state == _DEAD:
+        proc = self._process
+        if proc is None:
             await checkpoint()
             raise NoProc(f"{self!r} is not alive")
         task = current_task()
-        if task is self._task or task is self._init_task:
+        if task is proc._task or task is proc._init_task:
             raise CallingSelf(f"{self!r} called itself from its own loop (deadlock)")
         deadline = math.inf if timeout is None else trio.current_time() + timeout
-        mailbox = self._mailbox
+        mailbox = proc._mailbox
         if mailbox is None:
-            mailbox = self._mailbox = deque()
-        elif len(mailbox) >= self._capacity:
+            mailbox = proc._mailbox = deque()
+        elif len(mailbox) >= proc._capacity:
             with trio.move_on_at(deadline):
-                await self._wait_room()
-            if self._state != _DEAD and len(mailbox) >= self._capacity:
+                await proc._wait_room()
+            if proc._state != _DEAD and len(mailbox) >= proc._capacity:
                 raise CallTimeout(f"{self!r}: mailbox stayed full for {timeout}s")
-            mailbox = self._mailbox
+            mailbox = proc._mailbox
             if mailbox is None:
                 raise NoProc(f"{self!r} is not alive")
-        caller = Caller(task, self, timeout)
+        caller = Caller(task, proc, timeout)
         mailbox.append((_CALL, request, caller))
-        self._wake()
+        proc._wake()
         if timeout is not None:
             self._node._timers.schedule(deadline, caller)
         return await wait_task_rescheduled(caller._abort)
@@ -365,29 +328,51 @@ class Handle:
         """Send ``message`` to ``handle_cast`` without waiting for it to be handled.
 
         A cancellation point; it blocks (a schedule point) only while the
-        mailbox is full. Raises :class:`NoProc` if the process is not alive.
-        Delivery into a live mailbox does not guarantee the message is handled
-        (the process may exit first), as in OTP.
+        mailbox is full. Cancellation: a cancelled ``cast`` delivered nothing.
+        Raises :class:`NoProc` if the process is not alive (or exits while
+        the cast waits for room). Delivery into a live mailbox does not
+        guarantee the message is handled (the process may exit first), as in OTP.
         """
         await checkpoint_if_cancelled()
-        self._put(_CAST, message) if self._has_room() else await self._put_waiting(_CAST, message)
+        proc = self._process
+        if proc is None:
+            raise NoProc(f"{self!r} is not alive")
+        proc._put(_CAST, message) if proc._has_room() else await proc._put_waiting(_CAST, message)
 
     def cast_nowait(self, message: Any) -> None:
-        """Like :meth:`cast` but raises :class:`MailboxFull` instead of waiting."""
-        if not self._has_room():
-            raise MailboxFull(f"{self!r}: mailbox full ({self._capacity} messages)")
-        self._put(_CAST, message)
+        """Like :meth:`cast` but raises :class:`MailboxFull` instead of waiting.
+
+        Synchronous. Raises :class:`NoProc` if the process is not alive.
+        """
+        proc = self._process
+        if proc is None:
+            raise NoProc(f"{self!r} is not alive")
+        if not proc._has_room():
+            raise MailboxFull(f"{self!r}: mailbox full ({proc._capacity} messages)")
+        proc._put(_CAST, message)
 
     async def send(self, message: Any) -> None:
-        """Send a raw message, delivered to ``handle_info``; waits for room like :meth:`cast`."""
+        """Send a raw message, delivered to ``handle_info``.
+
+        Waits for room, is cancelled and raises exactly like :meth:`cast`.
+        """
         await checkpoint_if_cancelled()
-        self._put(_INFO, message) if self._has_room() else await self._put_waiting(_INFO, message)
+        proc = self._process
+        if proc is None:
+            raise NoProc(f"{self!r} is not alive")
+        proc._put(_INFO, message) if proc._has_room() else await proc._put_waiting(_INFO, message)
 
     def send_nowait(self, message: Any) -> None:
-        """Like :meth:`send` but raises :class:`MailboxFull` instead of waiting."""
-        if not self._has_room():
-            raise MailboxFull(f"{self!r}: mailbox full ({self._capacity} messages)")
-        self._put(_INFO, message)
+        """Like :meth:`send` but raises :class:`MailboxFull` instead of waiting.
+
+        Synchronous. Raises :class:`NoProc` if the process is not alive.
+        """
+        proc = self._process
+        if proc is None:
+            raise NoProc(f"{self!r} is not alive")
+        if not proc._has_room():
+            raise MailboxFull(f"{self!r}: mailbox full ({proc._capacity} messages)")
+        proc._put(_INFO, message)
 
     async def stop(self, reason: ExitReason = "normal", timeout: float | None | str = "default") -> None:
         """Stop the process and wait until it has exited.
@@ -401,44 +386,182 @@ class Handle:
         child this way gets it restarted, as in OTP; use the supervisor's
         ``terminate_child`` to stop it for good.
 
+        Cancellation: cancelling the caller only stops the waiting; the
+        process still exits as requested.
+
         Raises :class:`NoProc` if the process is not alive and
         :class:`CallingSelf` from the process's own loop (use ``Server.stop``).
         """
-        if self._state == _DEAD:
+        proc = self._process
+        if proc is None:
             await checkpoint()
             raise NoProc(f"{self!r} is not alive")
         task = current_task()
-        if task is self._task or task is self._init_task:
+        if task is proc._task or task is proc._init_task:
             raise CallingSelf(f"{self!r} cannot wait for its own exit; use Server.stop()")
         if timeout == "default":
             timeout = None if self._cls._eager_nursery else 5.0
         assert not isinstance(timeout, str), "timeout must be seconds or None"
-        self._request_exit(reason, terminate=True, timeout=timeout)
+        proc._request_exit(reason, terminate=True, timeout=timeout)
         await self.wait()
 
     def kill(self) -> None:
         """Kill the process at once, without ``terminate`` (OTP's ``exit(Pid, kill)``).
 
-        The exit reason is ``"killed"``. Does nothing if it is already dead.
+        The exit reason is ``"killed"``. Synchronous: :attr:`alive` turns
+        ``False`` when the process's task next runs. Does nothing if it is
+        already dead; never raises.
         """
-        self._request_exit("killed", terminate=False, timeout=None)
+        proc = self._process
+        if proc is not None:
+            proc._request_exit("killed", terminate=False, timeout=None)
 
     async def wait(self) -> ExitReason:
-        """Wait until the process has exited and return its exit reason."""
-        if self._state == _DEAD:
+        """Wait until the process has exited and return its exit reason.
+
+        Cancellation: cancelling the waiter leaves the process untouched.
+        Never raises otherwise; on a dead process it returns at once (after
+        a checkpoint).
+        """
+        proc = self._process
+        if proc is None:
             await checkpoint()
             return self._exit_reason
-        event = self._dead_event
+        event = proc._dead_event
         if event is None:
-            event = self._dead_event = trio.Event()
+            event = proc._dead_event = trio.Event()
         await event.wait()
         return self._exit_reason
+
+    # ------------------------------------------------------------------ runtime
+
+    def _system(self, message: Any) -> None:
+        """Deliver a runtime message (Down, Exit, timers, child exits) to ``handle_info``.
+
+        Bypasses the capacity: such messages are bounded by the number of
+        monitors, links, children and timers the process itself set up, and a
+        dying process must never block on a full mailbox.
+        """
+        proc = self._process
+        if proc is not None:
+            proc._put(_INFO, message)
+
+    def _on_down(self, down: Down) -> None:
+        self._system(down)
+
+
+# --------------------------------------------------------------------------- process
+
+
+class Process:
+    """The state of one running incarnation of a process (see :mod:`condukt.otp.lowlevel`).
+
+    The runtime makes one per start, with its :class:`Handle`, and the
+    handle drops it when the process exits: code that holds a ``Process``
+    after that sees :attr:`alive` ``False`` and :attr:`server` ``None``.
+    Everything here is read-only to callers; the mailbox loop, links,
+    monitors, timers and the exit protocol are the runtime's.
+    """
+
+    __slots__ = (
+        "_boot_args",
+        "_capacity",
+        "_child_key",
+        "_current",
+        "_dead_event",
+        "_deferred",
+        "_handle",
+        "_init_task",
+        "_links",
+        "_mailbox",
+        "_monitors",
+        "_nursery",
+        "_parent",
+        "_parked",
+        "_pending",
+        "_room",
+        "_scope",
+        "_server",
+        "_shutdown",
+        "_state",
+        "_stop",
+        "_task",
+        "_term_scope",
+    )
+
+    def __init__(
+        self,
+        handle: Handle,
+        server: Server,
+        capacity: int = DEFAULT_MAILBOX_SIZE,
+        shutdown: float | None = 5.0,
+        parent: Handle | None = None,
+        child_key: Any = None,
+    ) -> None:
+        self._handle = handle
+        self._server: Server | None = server
+        self._capacity = capacity
+        self._shutdown = shutdown
+        self._parent = parent
+        self._child_key = child_key
+        self._state = _STARTING
+        self._mailbox: deque[tuple[int, Any, Caller | None]] | None = None
+        self._room: ParkingLot | None = None
+        self._task: Task | None = None
+        self._init_task: Task | None = None
+        self._parked = False
+        self._scope = trio.CancelScope()
+        self._term_scope: trio.CancelScope | None = None
+        self._stop: tuple[ExitReason, bool, float | None] | None = None
+        self._current: Caller | None = None
+        self._deferred: set[Caller] | None = None
+        self._monitors: dict[MonitorRef, None] | None = None
+        self._links: set[Handle] | None = None
+        self._pending: list[tuple[Callable[..., Awaitable[Any]], tuple[Any, ...]]] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._dead_event: trio.Event | None = None
+        # A supervisor's ``boot`` arguments, kept until its own task runs it.
+        self._boot_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        handle._process = self
+
+    # ------------------------------------------------------------------ public, read-only
+
+    @property
+    def handle(self) -> Handle:
+        """The handle naming this incarnation."""
+        return self._handle
+
+    @property
+    def server(self) -> Server | None:
+        """The :class:`Server` instance the process runs; ``None`` once it has exited."""
+        return self._server
+
+    @property
+    def alive(self) -> bool:
+        """``False`` once the process has exited."""
+        return self._state != _DEAD
+
+    @property
+    def stopping(self) -> bool:
+        """True from the moment the process must exit (stop, kill, crash, exit signal) until it is dead.
+
+        A stopping process serves no more messages; a behaviour that starts
+        work on behalf of callers refuses new work once this is true.
+        """
+        return self._stop is not None and self._state != _DEAD
+
+    @property
+    def mailbox_length(self) -> int:
+        """Messages waiting in the mailbox (not counting the one being handled)."""
+        mailbox = self._mailbox
+        return 0 if mailbox is None else len(mailbox)
+
+    def __repr__(self) -> str:
+        return f"<Process of {self._handle!r}>"
 
     # ------------------------------------------------------------------ delivery
 
     def _has_room(self) -> bool:
-        if self._state == _DEAD:
-            raise NoProc(f"{self!r} is not alive")
         mailbox = self._mailbox
         return mailbox is None or len(mailbox) < self._capacity
 
@@ -460,20 +583,19 @@ class Handle:
         while self._state != _DEAD and self._mailbox is not None and len(self._mailbox) >= self._capacity:
             await lot.park()
         if self._state == _DEAD:
-            raise NoProc(f"{self!r} is not alive")
+            raise NoProc(f"{self._handle!r} is not alive")
 
-    def _system(self, message: Any) -> None:
-        """Deliver a runtime message (Down, Exit, timers, child exits) to ``handle_info``.
+    def _wake(self) -> None:
+        """Reschedule the process task if it is parked waiting for its mailbox."""
+        if self._parked:
+            self._parked = False
+            task = self._task
+            assert task is not None
+            reschedule(task)
 
-        Bypasses the capacity: such messages are bounded by the number of
-        monitors, links, children and timers the process itself set up, and a
-        dying process must never block on a full mailbox.
-        """
-        if self._state != _DEAD:
-            self._put(_INFO, message)
-
-    def _on_down(self, down: Down) -> None:
-        self._system(down)
+    def _abort_park(self, raise_cancel: Any) -> Abort:
+        self._parked = False
+        return Abort.SUCCEEDED
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -502,7 +624,7 @@ class Handle:
             return
         server = self._server
         if server is not None and server.trap_exits:
-            self._system(Exit(sender, reason))  # OTP delivers {'EXIT', Pid, normal} too
+            self._put(_INFO, Exit(sender, reason))  # OTP delivers {'EXIT', Pid, normal} too
         elif not is_normal_exit(reason):
             self._request_exit(reason, terminate=True, timeout=self._shutdown)
 
@@ -556,25 +678,13 @@ class Handle:
             if mailbox and self._stop is None:
                 await checkpoint()  # bounded batch: let other tasks run
 
-    def _wake(self) -> None:
-        """Reschedule the process task if it is parked waiting for its mailbox."""
-        if self._parked:
-            self._parked = False
-            task = self._task
-            assert task is not None
-            reschedule(task)
-
-    def _abort_park(self, raise_cancel: Any) -> Abort:
-        self._parked = False
-        return Abort.SUCCEEDED
-
     async def _main(self) -> None:
         """The process task body. Never raises except for an outer cancellation."""
         self._task = current_task()
         reason: ExitReason = "killed"
         notify = True
         try:
-            if self._cls._eager_nursery:
+            if self._handle._cls._eager_nursery:
                 reason, notify = await self._main_supervising()
             else:
                 reason = await self._main_plain()
@@ -634,9 +744,13 @@ class Handle:
         return reason, True
 
     def _crashed(self, exc: BaseException) -> ExitReason:
-        """A callback raised ``exc``: the process is exiting; returns the exit reason."""
+        """A callback raised ``exc``: the process is exiting; returns the exit reason.
+
+        The one place a crash is reported: supervisors, links and monitors
+        see the exit reason but log nothing more about it.
+        """
         reason = _unwrap(exc)
-        logger.error("%r crashed", self, exc_info=reason)
+        logger.error("%r crashed", self._handle, exc_info=reason)
         if self._stop is None:
             # Exiting from now on, as after a stop: stop requests and link
             # signals are ignored, and a kill cuts ``terminate`` short.
@@ -647,8 +761,10 @@ class Handle:
         waiter = self._init_task
         server = self._server
         assert server is not None
+        args, kwargs = self._boot_args or ((), {})
+        self._boot_args = None
         try:
-            await server.boot(*self._args, **self._kwargs)
+            await server.boot(*args, **kwargs)
         except Exception as exc:
             if waiter is not None:
                 self._init_task = None
@@ -677,7 +793,7 @@ class Handle:
             try:
                 await server.terminate(reason)
             except Exception as exc:
-                logger.error("%r: terminate(%r) raised", self, reason, exc_info=exc)
+                logger.error("%r: terminate(%r) raised", self._handle, reason, exc_info=exc)
                 if isinstance(reason, str) and reason in ("normal", "shutdown"):
                     reason = exc
         self._term_scope = None
@@ -697,30 +813,25 @@ class Handle:
         if self._state == _DEAD:
             return
         self._state = _DEAD
-        self._exit_reason = reason
-        node = self._node
+        handle = self._handle
+        handle._process = None
+        handle._exit_reason = reason
+        node = handle._node
         node._process_count -= 1
-        if self._name is not None:
-            node._unregister(self._name, self)
-
-        def fail(caller: Caller) -> None:
-            if not caller._state:
-                error = CallError(reason)
-                if isinstance(reason, BaseException):
-                    error.__cause__ = reason
-                caller.reply_error(error)
+        if handle._name is not None:
+            node._unregister(handle._name, handle)
 
         if self._current is not None:
-            fail(self._current)
+            _fail(self._current, reason)
             self._current = None
         if self._deferred:
             for caller in list(self._deferred):
-                fail(caller)
+                _fail(caller, reason)
         mailbox, self._mailbox = self._mailbox, None
         if mailbox:
             for kind, _, queued in mailbox:
                 if kind == _CALL and queued is not None:
-                    fail(queued)
+                    _fail(queued, reason)
         if self._room is not None:
             self._room.unpark_all()
         if self._monitors:
@@ -730,18 +841,50 @@ class Handle:
         if self._links:
             links, self._links = self._links, None
             for other in links:
-                if other._links is not None:
-                    other._links.discard(self)
-                other._exit_signal(self, reason)
+                theirs = other._process
+                if theirs is not None:
+                    if theirs._links is not None:
+                        theirs._links.discard(handle)
+                    theirs._exit_signal(handle, reason)
         parent = self._parent
-        if notify and parent is not None and parent._stop is None:
+        if notify and parent is not None:
+            supervisor = parent._process
             # A stopping supervisor ignores exits of the children it is stopping.
-            parent._system(ChildExited(self, reason))
+            if supervisor is not None and supervisor._stop is None:
+                supervisor._put(_INFO, ChildExited(handle, reason, self._child_key))
         if self._dead_event is not None:
             self._dead_event.set()
         self._server = None
-        self._args = ()
-        self._kwargs = {}
+        self._boot_args = None
+
+
+def _fail(caller: Caller, reason: ExitReason) -> None:
+    """Fail a call the exiting process will never answer (a function, not a closure per exit)."""
+    if not caller._state:
+        error = CallError(reason)
+        if isinstance(reason, BaseException):
+            error.__cause__ = reason
+        caller.reply_error(error)
+
+
+def _add_monitor(target: Handle, watcher: Any) -> MonitorRef:
+    """Monitor ``target`` for ``watcher`` (a Handle or a node Monitor); dead: ``Down`` at once."""
+    ref = MonitorRef(target, watcher)
+    proc = target._process
+    if proc is None:
+        ref._down("noproc")
+    else:
+        monitors = proc._monitors
+        if monitors is None:
+            monitors = proc._monitors = {}
+        monitors[ref] = None
+    return ref
+
+
+def _remove_monitor(ref: MonitorRef) -> None:
+    proc = ref._target._process
+    if proc is not None and proc._monitors:
+        proc._monitors.pop(ref, None)
 
 
 # --------------------------------------------------------------------------- server
@@ -769,7 +912,10 @@ class Server:
     as its exit reason.
     """
 
-    #: The handle type ``spawn`` returns for this class.
+    #: The handle type ``spawn`` and ``start_child`` return for this class. A
+    #: behaviour sets a :class:`Handle` subclass (``__slots__ = ()``) carrying
+    #: its client API; type checkers read this attribute, so ``node.spawn(cls)``
+    #: is typed as that subclass with no type parameters written anywhere.
     handle_class: ClassVar[type[Handle]] = Handle
     #: Receive :class:`Exit` messages from linked processes instead of dying with them.
     trap_exits: bool = False
@@ -783,8 +929,10 @@ class Server:
 
         The default runs :meth:`init`. A behaviour (like ``condukt.Agent``)
         overrides it to do its own set-up around its users' ``init``.
-        Application servers override ``init``, never this. What it raises
-        fails the start, as for ``init``. See :mod:`condukt.otp.lowlevel`.
+        Application servers override ``init``, never this. Like ``init`` it
+        runs before the start returns and is cancelled with the start; what
+        it raises fails the start, with nothing left running. See
+        :mod:`condukt.otp.lowlevel`.
         """
         await self.init(*args, **kwargs)
 
@@ -831,62 +979,64 @@ class Server:
         """Get a :class:`Down` in ``handle_info`` when ``other`` exits.
 
         If ``other`` is already dead the ``Down`` (reason ``"noproc"``) is
-        delivered at once.
+        delivered at once. Synchronous; never raises.
         """
-        ref = MonitorRef(other, self.handle)
-        if other._state == _DEAD:
-            ref._down("noproc")
-        else:
-            monitors = other._monitors
-            if monitors is None:
-                monitors = other._monitors = {}
-            monitors[ref] = None
-        return ref
+        return _add_monitor(other, self.handle)
 
     def demonitor(self, ref: MonitorRef) -> None:
         """Remove a monitor; no ``Down`` is delivered for it afterwards (unless already queued)."""
-        monitors = ref._target._monitors
-        if monitors:
-            monitors.pop(ref, None)
+        _remove_monitor(ref)
 
     def link(self, other: Handle) -> None:
         """Link with ``other``: an abnormal exit of either kills the other.
 
         A process with ``trap_exits`` receives :class:`Exit` instead of dying.
         Linking to a dead process behaves as in OTP: the caller gets an exit
-        signal with reason ``"noproc"``.
+        signal with reason ``"noproc"``. Synchronous; never raises; does
+        nothing once this process has exited.
         """
         me = self.handle
-        if other is me:
+        mine = me._process
+        if other is me or mine is None:
             return
-        if other._state == _DEAD:
-            me._exit_signal(other, "noproc")
+        theirs = other._process
+        if theirs is None:
+            mine._exit_signal(other, "noproc")
             return
-        if me._links is None:
-            me._links = set()
-        if other._links is None:
-            other._links = set()
-        me._links.add(other)
-        other._links.add(me)
+        if mine._links is None:
+            mine._links = set()
+        if theirs._links is None:
+            theirs._links = set()
+        mine._links.add(other)
+        theirs._links.add(me)
 
     def unlink(self, other: Handle) -> None:
-        """Remove a link (both directions)."""
+        """Remove a link (both directions). Synchronous; never raises."""
         me = self.handle
-        if me._links:
-            me._links.discard(other)
-        if other._links:
-            other._links.discard(me)
+        mine = me._process
+        if mine is not None and mine._links:
+            mine._links.discard(other)
+        theirs = other._process
+        if theirs is not None and theirs._links:
+            theirs._links.discard(me)
 
     def stop(self, reason: ExitReason = "normal") -> None:
-        """Stop this process after the current callback returns (then ``terminate`` runs)."""
-        me = self.handle
-        if me._state == _DEAD or me._stop is not None:
+        """Stop this process after the current callback returns (then ``terminate`` runs).
+
+        Synchronous; never raises; does nothing if the process is already
+        exiting.
+        """
+        proc = self.handle._process
+        if proc is None or proc._stop is not None:
             return
-        me._stop = (reason, True, me._shutdown)
-        me._wake()
+        proc._stop = (reason, True, proc._shutdown)
+        proc._wake()
 
     def send_after(self, seconds: float, message: Any) -> TimerRef:
-        """Deliver ``message`` to this process's ``handle_info`` after ``seconds``."""
+        """Deliver ``message`` to this process's ``handle_info`` after ``seconds``.
+
+        Synchronous. A timer of a process that has exited fires into nothing.
+        """
         me = self.handle
         ref = TimerRef(me, message)
         me._node._timers.schedule(trio.current_time() + seconds, ref)
@@ -897,14 +1047,16 @@ class Server:
 
         The task is cancelled when the process exits; an exception escaping
         it crashes the process. The process keeps serving its mailbox.
+        Synchronous. Raises :class:`NoProc` if the process has exited.
         """
         me = self.handle
-        if me._state == _DEAD:
+        proc = me._process
+        if proc is None:
             raise NoProc(f"{me!r} is not alive")
-        if me._nursery is not None:
-            me._nursery.start_soon(fn, *args)
+        if proc._nursery is not None:
+            proc._nursery.start_soon(fn, *args)
             return
-        if me._pending is None:
-            me._pending = []
-        me._pending.append((fn, args))
-        me._wake()
+        if proc._pending is None:
+            proc._pending = []
+        proc._pending.append((fn, args))
+        proc._wake()

@@ -65,7 +65,12 @@ def is_shutdown_exit(reason: ExitReason) -> bool:
 
 @attrs.frozen
 class ChildExited:
-    """Internal: a supervised child exited (delivered to its supervisor's mailbox)."""
+    """Internal: a supervised child exited (delivered to its supervisor's mailbox).
+
+    ``key`` is what the supervisor passed when it started the child, so it
+    can find its record without the (dropped) process state.
+    """
 
     handle: Handle
     reason: ExitReason
+    key: Any = None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -11,51 +9,12 @@ import trio
 
 from ._child_spec import ChildCounts, ChildSpec, start_process, validate_supervisor
 from ._errors import ChildNotFound, ChildRunning, NoProc
-from ._process import Caller, Handle, Server
-from ._signals import ChildExited, ExitReason, is_shutdown_exit
+from ._process import Caller, Handle
+from ._signals import ExitReason
+from ._spawnable import H
+from ._supervisor_base import RestartIntensity, SupervisorBase, needs_restart, stop_child, supervisor_of
 
-__all__ = ["RestartIntensity", "Supervisor", "SupervisorHandle", "needs_restart", "stop_child"]
-
-logger = logging.getLogger("condukt.otp")
-
-
-def needs_restart(restart: str, reason: ExitReason) -> bool:
-    """OTP's restart rule for one exited child."""
-    if restart == "permanent":
-        return True
-    if restart == "transient":
-        return not is_shutdown_exit(reason)
-    return False
-
-
-class RestartIntensity:
-    """At most ``max_restarts`` restarts within any ``max_seconds`` window."""
-
-    __slots__ = ("_max_restarts", "_max_seconds", "_times")
-
-    def __init__(self, max_restarts: int, max_seconds: float) -> None:
-        self._max_restarts = max_restarts
-        self._max_seconds = max_seconds
-        self._times: deque[float] = deque()
-
-    def allow(self) -> bool:
-        """Record one restart; ``False`` when the intensity is exceeded."""
-        now = trio.current_time()
-        times = self._times
-        times.append(now)
-        horizon = now - self._max_seconds
-        while times and times[0] < horizon:
-            times.popleft()
-        return len(times) <= self._max_restarts
-
-
-async def stop_child(handle: Handle, spec: ChildSpec) -> None:
-    """Stop a child the way its spec says (``terminate`` budget or brutal kill) and wait."""
-    if spec.brutal_kill:
-        handle.kill()
-    else:
-        handle._request_exit("shutdown", terminate=True, timeout=spec.shutdown_timeout)
-    await handle.wait()
+__all__ = ["Supervisor", "SupervisorHandle"]
 
 
 class _Child:
@@ -77,18 +36,20 @@ class SupervisorHandle(Handle):
     __slots__ = ()
 
     def _sup(self) -> Supervisor:
-        server = self._server
-        if server is None:
-            raise NoProc(f"{self!r} is not alive")
-        assert isinstance(server, Supervisor)
-        return server
+        return supervisor_of(self, Supervisor)
 
     def which_children(self) -> list[tuple[Hashable, Handle | None]]:
-        """``(id, handle or None)`` for every child spec, in start order."""
+        """``(id, handle or None)`` for every child spec, in start order.
+
+        Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        """
         return [(c.spec.id, c.handle) for c in self._sup()._children]
 
     def count_children(self) -> ChildCounts:
-        """How many specs, running children, supervisors and workers."""
+        """How many specs, running children, supervisors and workers.
+
+        Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        """
         children = self._sup()._children
         sups = sum(1 for c in children if c.spec.is_supervisor)
         return ChildCounts(
@@ -98,33 +59,55 @@ class SupervisorHandle(Handle):
             workers=len(children) - sups,
         )
 
-    async def start_child(self, spec: ChildSpec, *, timeout: float | None = None) -> Handle:
-        """Add ``spec`` at the end and start it; raises ``ValueError`` for a duplicate id."""
+    async def start_child(self, spec: ChildSpec[H], *, timeout: float | None = None) -> H:
+        """Add ``spec`` at the end and start it; returns the child's handle.
+
+        The handle's type is ``spec.start.handle_class`` (type checkers see
+        it too). A call into the supervisor: cancellation and ``timeout``
+        behave as for :meth:`Handle.call` (a start already under way
+        completes and the child stays). Raises ``TypeError`` for a non-spec,
+        ``ValueError`` for a missing or duplicate id, whatever the child's
+        ``init`` raised, and :class:`NoProc` or :class:`CallError` if the
+        supervisor is not running.
+        """
         if not isinstance(spec, ChildSpec):
             raise TypeError(f"expected a ChildSpec, got {spec!r}")
         if spec.id is None:
             raise ValueError("a static supervisor's child needs an id")
-        result: Handle = await self.call(("start_child", spec), timeout=timeout)
+        result: H = await self.call(("start_child", spec), timeout=timeout)
         return result
 
     async def terminate_child(self, child_id: Hashable, *, timeout: float | None = None) -> None:
         """Stop a child for good (it stays listed; ``restart_child`` starts it again).
 
-        A temporary child's spec is removed, as in OTP.
+        A temporary child's spec is removed, as in OTP. A call into the
+        supervisor (cancellation as for :meth:`Handle.call`: the stop, once
+        begun, completes). Raises :class:`ChildNotFound` for an unknown id.
         """
         await self.call(("terminate_child", child_id), timeout=timeout)
 
     async def restart_child(self, child_id: Hashable, *, timeout: float | None = None) -> Handle:
-        """Start a terminated child again; raises :class:`ChildRunning` if it runs."""
+        """Start a terminated child again; returns its new handle.
+
+        Typed as :class:`Handle`: an id does not say which class it starts.
+        A call into the supervisor (cancellation as for :meth:`Handle.call`).
+        Raises :class:`ChildNotFound` for an unknown id, :class:`ChildRunning`
+        if it runs, and whatever its ``init`` raised.
+        """
         result: Handle = await self.call(("restart_child", child_id), timeout=timeout)
         return result
 
     async def delete_child(self, child_id: Hashable, *, timeout: float | None = None) -> None:
-        """Remove a terminated child's spec; raises :class:`ChildRunning` if it runs."""
+        """Remove a terminated child's spec.
+
+        A call into the supervisor (cancellation as for :meth:`Handle.call`).
+        Raises :class:`ChildNotFound` for an unknown id and
+        :class:`ChildRunning` if it runs.
+        """
         await self.call(("delete_child", child_id), timeout=timeout)
 
 
-class Supervisor(Server):
+class Supervisor(SupervisorBase):
     """A static supervisor: starts ``children`` in order and restarts them per ``strategy``.
 
     Start with ``node.start_supervisor(children, ...)`` or nest one with
@@ -144,7 +127,6 @@ class Supervisor(Server):
     """
 
     handle_class = SupervisorHandle
-    _eager_nursery = True
 
     async def init(
         self,
@@ -168,21 +150,12 @@ class Supervisor(Server):
     # ------------------------------------------------------------------ helpers
 
     async def _start(self, child: _Child) -> Handle:
-        spec = child.spec
-        nursery = self.handle._nursery
-        assert nursery is not None
-        child.handle = await start_process(
-            self.handle._node,
-            spec.start,
-            spec.args,
-            spec.kwargs,
-            nursery=nursery,
-            name=spec.name,
-            mailbox_size=spec.mailbox_size,
-            shutdown=spec.shutdown_timeout,
-            parent=self.handle,
-            key=child,
-        )
+        me = self.handle
+        proc = me._process
+        nursery = None if proc is None else proc._nursery
+        if nursery is None:
+            raise NoProc(f"{me!r} is not running")
+        child.handle = await start_process(me._node, child.spec, nursery=nursery, parent=me, key=child)
         return child.handle
 
     async def _stop(self, child: _Child, *, shield: bool = True) -> None:
@@ -227,12 +200,6 @@ class Supervisor(Server):
             return None
         return await super().handle_call(request, caller)
 
-    async def handle_info(self, message: Any) -> None:
-        if isinstance(message, ChildExited):
-            await self._child_exited(message.handle, message.reason)
-        else:
-            await super().handle_info(message)
-
     async def terminate(self, reason: ExitReason) -> None:
         # Not shielded: when the supervisor's own shutdown budget runs out,
         # the children not stopped yet are cancelled with it ("killed").
@@ -241,8 +208,8 @@ class Supervisor(Server):
 
     # ------------------------------------------------------------------ restarts
 
-    async def _child_exited(self, handle: Handle, reason: ExitReason) -> None:
-        child = handle._child_key
+    async def _child_exited(self, handle: Handle, reason: ExitReason, key: Any) -> None:
+        child = key
         if not isinstance(child, _Child) or child.handle is not handle:
             return  # we stopped it ourselves, or it was already replaced
         child.handle = None
@@ -263,18 +230,10 @@ class Supervisor(Server):
                 if other is not child and other.spec.restart == "temporary":
                     self._children.remove(other)
             group = [c for c in self._children if c is child or c in others]
-        await self._restart(group)
+        await self._restart(self._start_group, group)
 
-    async def _restart(self, group: list[_Child]) -> None:
-        while True:
-            if not self._intensity.allow():
-                logger.error("%r: restart intensity exceeded; shutting down", self.handle)
-                self.stop("shutdown")
-                return
-            try:
-                for child in group:
-                    if child.handle is None and child in self._children:
-                        await self._start(child)
-                return
-            except Exception as exc:
-                logger.error("%r: restarting a child failed", self.handle, exc_info=exc)
+    async def _start_group(self, group: list[_Child]) -> None:
+        """(Re)start the members of ``group`` that are not running and still listed, in order."""
+        for member in group:
+            if member.handle is None and member in self._children:
+                await self._start(member)

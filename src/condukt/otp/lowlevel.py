@@ -6,21 +6,38 @@ own behaviours on :class:`~condukt.Server` (condukt's agents are one) use
 these names instead of reaching into the runtime's private state. They are
 public and documented, with weaker stability promises than the main API.
 
-Behaviour authors also override two hooks of :class:`~condukt.Server`:
+A behaviour is a :class:`~condukt.Server` subclass that owns the callbacks
+and offers its users callbacks of its own. Besides the names below it uses
+three class-level hooks of :class:`~condukt.Server`:
 
+* :attr:`Server.handle_class` — the :class:`~condukt.Handle` subclass
+  (``__slots__ = ()``) that ``spawn`` and ``start_child`` return, carrying
+  the behaviour's client API; type checkers follow it (see :class:`Spawnable`).
 * :meth:`Server.boot` — what the runtime runs at start (default: ``init``);
   a behaviour does its own set-up around its users' ``init`` here.
 * :meth:`Server.needs_terminate` — whether ``terminate`` has work at exit
   (skipping it saves a shielded cancel scope per exit).
+
+See "Writing your own behaviour" in ``docs/runtime.md``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._process import Handle, Server
+from ._process import Handle, Process, Server
+from ._spawnable import Spawnable
 
-__all__ = ["send_system", "server_of"]
+__all__ = ["Process", "Spawnable", "process_of", "send_system", "server_of"]
+
+
+def process_of(handle: Handle) -> Process | None:
+    """The :class:`Process` (the state of the incarnation) ``handle`` names, or ``None`` once it has exited.
+
+    For introspection (``mailbox_length``, ``stopping``) and for a
+    behaviour's handle methods. Synchronous; never raises.
+    """
+    return handle._process
 
 
 def send_system(handle: Handle, message: Any) -> None:
@@ -39,6 +56,7 @@ def server_of(handle: Handle) -> Server | None:
 
     For a behaviour's own handle class (an agent's handle reading its
     agent's state). The instance belongs to the process: read it, do not
-    call its callbacks from outside.
+    call its callbacks from outside. Synchronous; never raises.
     """
-    return handle._server
+    proc = handle._process
+    return None if proc is None else proc._server

@@ -1,0 +1,196 @@
+"""condukt.otp.lowlevel and the behaviour hooks: what a behaviour built on Server relies on."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import pytest
+import trio
+
+import condukt
+from condukt.otp import lowlevel
+from condukt.otp.lowlevel import Process, process_of, send_system, server_of
+
+from .servers import Boom, settle
+
+
+def test_the_lowlevel_names_are_pinned() -> None:
+    assert sorted(lowlevel.__all__) == ["Process", "Spawnable", "process_of", "send_system", "server_of"]
+    assert "Process" not in condukt.otp.__all__  # extension points stay out of the main API
+
+
+class TagHandle(condukt.Handle):
+    __slots__ = ()
+
+    async def tag(self) -> str:
+        result: str = await self.call("tag")
+        return result
+
+
+class Tagged(condukt.Server):
+    """A minimal behaviour: boot wraps the user's init, the handle adds a method."""
+
+    handle_class = TagHandle
+
+    async def boot(self, *args: Any, **kwargs: Any) -> None:
+        self.booted = ["boot"]
+        await self.init(*args, **kwargs)
+        self.booted.append("after init")
+
+    async def init(self, tag: str = "t", *, fail: BaseException | None = None) -> None:
+        if fail is not None:
+            raise fail
+        self.tag = tag
+        self.booted.append("init")
+
+    async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+        if request == "tag":
+            return self.tag
+        if request == "booted":
+            return self.booted
+        return await super().handle_call(request, caller)
+
+
+async def test_boot_runs_in_place_of_init_and_handle_class_is_returned() -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(Tagged, "x", name="tagged")
+        assert type(h) is TagHandle
+        assert await h.tag() == "x"
+        assert await h.call("booted") == ["boot", "init", "after init"]
+        assert node.whereis("tagged", TagHandle) is h
+
+
+async def test_a_failing_boot_fails_the_start_and_leaves_nothing() -> None:
+    error = Boom("bad option")
+    async with condukt.open_node() as node:
+        with pytest.raises(Boom) as info:
+            await node.spawn(Tagged, fail=error, name="tagged")
+        assert info.value is error
+        assert node.process_count == 0 and node.whereis("tagged") is None
+
+
+async def test_handle_class_holds_under_both_supervisors_and_across_restarts(autojump_clock: Any) -> None:
+    async with condukt.open_node() as node:
+        sup = await node.start_supervisor([condukt.ChildSpec("a", Tagged, args=("a",), name="a")])
+        first = node.whereis("a", TagHandle)
+        assert first is not None
+        first.kill()
+        await settle()
+        second = node.whereis("a", TagHandle)
+        assert second is not None and second is not first and await second.tag() == "a"
+        assert type(await sup.start_child(condukt.ChildSpec("b", Tagged))) is TagHandle
+        dyn = await node.start_dynamic_supervisor()
+        child = await dyn.start_child(condukt.ChildSpec(None, Tagged, args=("d",)))
+        assert type(child) is TagHandle and await child.tag() == "d"
+
+
+async def test_whereis_with_a_handle_class_checks_it() -> None:
+    async with condukt.open_node() as node:
+        assert node.whereis("nobody", TagHandle) is None
+        plain = await node.spawn(condukt.Server, name="plain")
+        assert node.whereis("plain", condukt.Handle) is plain
+        with pytest.raises(TypeError, match="not a TagHandle"):
+            node.whereis("plain", TagHandle)
+
+
+class Cleanup(condukt.Server):
+    async def init(self, log: list[Any], needed: bool) -> None:
+        self.log, self.needed = log, needed
+
+    def needs_terminate(self) -> bool:
+        return self.needed
+
+    async def terminate(self, reason: condukt.ExitReason) -> None:
+        self.log.append(reason)
+
+
+async def test_needs_terminate_decides_whether_terminate_runs() -> None:
+    log: list[Any] = []
+    async with condukt.open_node() as node:
+        skipped = await node.spawn(Cleanup, log, False)
+        await skipped.stop()
+        assert log == []
+        ran = await node.spawn(Cleanup, log, True)
+        await ran.stop("shutdown")
+        assert log == ["shutdown"]
+
+
+class Inbox(condukt.Server):
+    async def init(self, gate: trio.Event) -> None:
+        self.gate = gate
+        self.seen: list[Any] = []
+
+    async def handle_cast(self, message: Any) -> None:
+        await self.gate.wait()
+        self.seen.append(message)
+
+    async def handle_info(self, message: Any) -> None:
+        self.seen.append(("info", message))
+
+    async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+        return self.seen
+
+
+async def test_send_system_goes_past_a_full_mailbox_in_order() -> None:
+    gate = trio.Event()
+    async with condukt.open_node() as node:
+        h = await node.spawn(Inbox, gate, mailbox_size=2)
+        for n in range(3):  # one being handled, two waiting: full
+            h.cast_nowait(n)
+            await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(condukt.MailboxFull):
+            h.send_nowait("refused")
+        send_system(h, "notice")
+        gate.set()
+        assert await h.call("seen") == [0, 1, 2, ("info", "notice")]
+        await h.stop()
+        send_system(h, "to the dead")  # dropped, no error
+
+
+async def test_process_of_exposes_the_incarnation_until_it_exits() -> None:
+    gate = trio.Event()
+    async with condukt.open_node() as node:
+        h = await node.spawn(Inbox, gate)
+        process = process_of(h)
+        assert isinstance(process, Process)
+        assert process.handle is h and process.server is server_of(h) and isinstance(process.server, Inbox)
+        assert process.alive and not process.stopping and process.mailbox_length == 0
+        h.cast_nowait("a")
+        h.cast_nowait("b")
+        await trio.testing.wait_all_tasks_blocked()
+        assert process.mailbox_length == 1  # "a" is being handled
+        h.kill()
+        assert process.stopping and h.alive  # asked to exit; its task has not run yet
+        await h.wait()
+        assert process_of(h) is None and server_of(h) is None
+        assert not process.alive and not process.stopping and process.server is None
+        assert repr(process).startswith("<Process of <Handle #")
+
+
+async def test_a_dead_handle_keeps_no_process_state() -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(Tagged)
+        server = server_of(h)
+        assert server is not None and any(isinstance(r, Process) for r in gc.get_referents(h))
+        server_ref = weakref.ref(server)
+        del server
+        await h.stop()
+        gc.collect()
+        assert server_ref() is None
+        assert not any(isinstance(r, (Process, condukt.Server)) for r in gc.get_referents(h))
+        assert not h.alive and h.exit_reason == "normal"
+        assert repr(h).endswith("Tagged dead: 'normal'>")
+
+
+def test_handle_slots_are_identity_only() -> None:
+    # A handle names its process; the state lives on Process (see _process.py).
+    slots = set(condukt.Handle.__slots__)
+    assert slots == {"__weakref__", "_cls", "_exit_reason", "_name", "_node", "_pid", "_process"}
+    assert TagHandle.__slots__ == ()
+
+
+def test_child_spec_is_generic_at_run_time() -> None:
+    spec = condukt.ChildSpec[TagHandle](None, Tagged)
+    assert spec.start is Tagged and isinstance(spec, condukt.ChildSpec)
