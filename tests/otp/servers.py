@@ -101,7 +101,7 @@ def spec(
     *,
     tag: Any = None,
     name: Any = None,
-    restart: condukt.RestartType = "permanent",
+    restart: condukt.otp.RestartType = "permanent",
     shutdown: Any = None,
     **kwargs: Any,
 ) -> condukt.ChildSpec:

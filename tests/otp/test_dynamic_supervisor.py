@@ -18,13 +18,13 @@ async def test_start_child_and_inspection(autojump_clock: Any) -> None:
         dyn = await node.start_dynamic_supervisor(name="dyn")
         assert isinstance(dyn, condukt.DynamicSupervisorHandle)
         assert node.whereis("dyn") is dyn
-        assert dyn.count_children() == condukt.ChildCounts(specs=0, active=0, supervisors=0, workers=0)
+        assert dyn.count_children() == condukt.otp.ChildCounts(specs=0, active=0, supervisors=0, workers=0)
         a = await dyn.start_child(spec(None, log, tag="a"))
         b = await dyn.start_child(spec(None, log, tag="b"))
         sub = await dyn.start_child(condukt.ChildSpec(None, condukt.Supervisor, kwargs={"children": []}))
         assert await a.call("ping") == ("pong", "a")
         assert dyn.which_children() == [(None, a), (None, b), (None, sub)]
-        assert dyn.count_children() == condukt.ChildCounts(specs=3, active=3, supervisors=1, workers=2)
+        assert dyn.count_children() == condukt.otp.ChildCounts(specs=3, active=3, supervisors=1, workers=2)
         assert node.process_count == 4
 
 

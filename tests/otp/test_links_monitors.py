@@ -167,7 +167,7 @@ async def test_server_monitor_delivers_down_on_exit(autojump_clock: Any) -> None
         a = await node.spawn(Linker, log, "a")
         b = await node.spawn(Worker, log, "b")
         ref = await a.call(("monitor", b))
-        assert isinstance(ref, condukt.MonitorRef) and ref.target is b
+        assert isinstance(ref, condukt.otp.MonitorRef) and ref.target is b
         await b.cast(("crash", error))
         await b.wait()
         await settle()

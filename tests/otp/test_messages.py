@@ -142,7 +142,7 @@ async def test_default_mailbox_size(autojump_clock: Any) -> None:
         gate = trio.Event()
         await h.cast(("wait", gate))
         await settle()
-        for i in range(condukt.DEFAULT_MAILBOX_SIZE):
+        for i in range(condukt.otp.DEFAULT_MAILBOX_SIZE):
             h.send_nowait(i)
         with pytest.raises(condukt.MailboxFull):
             h.send_nowait("one too many")

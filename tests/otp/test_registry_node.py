@@ -213,7 +213,7 @@ async def test_hanging_terminate_does_not_block_node_exit_forever(autojump_clock
         await node.spawn(Worker, log, "stuck", hang_terminate=True)
         await node.spawn(Worker, log, "b")
         start = trio.current_time()
-    assert trio.current_time() - start == pytest.approx(condukt.DEFAULT_SHUTDOWN)
+    assert trio.current_time() - start == pytest.approx(condukt.otp.DEFAULT_SHUTDOWN)
     assert events(log, "terminate") == [("b", "shutdown"), ("stuck", "shutdown")]
 
 

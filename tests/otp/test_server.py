@@ -179,7 +179,7 @@ async def test_stop_during_the_terminate_after_a_crash_keeps_the_crash_reason(
         await h.cast(("crash", error))
         await settle()
         await h.stop("normal", timeout=1.0)  # already exiting: waits for the crash's terminate
-        assert trio.current_time() == pytest.approx(condukt.DEFAULT_SHUTDOWN)
+        assert trio.current_time() == pytest.approx(condukt.otp.DEFAULT_SHUTDOWN)
         assert h.exit_reason == "killed"  # the terminate overran its budget
         assert events(log, "terminate") == [("a", error)]
 
@@ -340,7 +340,7 @@ async def test_start_soon_exception_crashes_the_process(autojump_clock: Any) -> 
 class Timers(condukt.Server):
     async def init(self, log: Log) -> None:
         self.log = log
-        self.refs: dict[str, condukt.TimerRef] = {}
+        self.refs: dict[str, condukt.otp.TimerRef] = {}
 
     async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
         op, *rest = request

@@ -274,9 +274,9 @@ async def test_which_and_count_children(autojump_clock: Any) -> None:
         assert [cid for cid, _ in children] == ["a", "sub", "c"]
         assert all(h is not None and h.alive for _, h in children)
         assert children[1][1] is node.whereis("sub")
-        assert sup.count_children() == condukt.ChildCounts(specs=3, active=3, supervisors=1, workers=2)
+        assert sup.count_children() == condukt.otp.ChildCounts(specs=3, active=3, supervisors=1, workers=2)
         await sup.terminate_child("c")
-        assert sup.count_children() == condukt.ChildCounts(specs=3, active=2, supervisors=1, workers=2)
+        assert sup.count_children() == condukt.otp.ChildCounts(specs=3, active=2, supervisors=1, workers=2)
 
 
 async def test_start_child_appends_and_rejects_duplicate_ids(autojump_clock: Any) -> None:
@@ -425,7 +425,7 @@ async def test_default_worker_shutdown_budget_is_five_seconds(autojump_clock: An
         sup = await node.start_supervisor([spec("slow", log, hang_terminate=True)])
         start = trio.current_time()
         await sup.stop()
-        assert trio.current_time() - start == pytest.approx(condukt.DEFAULT_SHUTDOWN)
+        assert trio.current_time() - start == pytest.approx(condukt.otp.DEFAULT_SHUTDOWN)
 
 
 async def test_terminate_child_with_hanging_terminate_is_killed(autojump_clock: Any) -> None:
