@@ -101,7 +101,10 @@ class Agent(Server):
         return []
 
     def capabilities(self) -> Sequence[Capability]:
-        """Extra :class:`Capability` objects plugged into this agent's loop (see ``docs/agents.md``)."""
+        """Extra :class:`Capability` objects plugged into this agent's loop (see ``docs/capabilities.md``).
+
+        The ``capabilities=`` start option replaces this.
+        """
         return []
 
     async def init(self, options: Mapping[str, Any]) -> None:

@@ -33,7 +33,11 @@ class RunTimeout(AgentError, TimeoutError):
 
 
 class Busy(AgentError):
-    """The agent is already running; use ``follow_up`` to queue a prompt instead."""
+    """The agent's bounded queue is full: ``max_queued_runs`` jobs (or ``max_follow_ups`` follow-ups) already wait.
+
+    Runs submitted while the agent is busy otherwise wait their turn; this
+    is back-pressure, raised in the caller, and the agent is unaffected.
+    """
 
 
 class NotRunning(AgentError):

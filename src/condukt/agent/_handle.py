@@ -230,9 +230,10 @@ class AgentHandle(Handle):
         Returns ``False`` when there was nothing to stop: no such run, or it
         is already delivering its result (its ``Done`` is on the way). Safe
         from anywhere, including the run's own event callbacks and tools:
-        then it does not wait for the run to stop (it could not) and the
-        cancellation reaches the callback at its next checkpoint.
-        Cancelling the caller stops the wait, not the abort.
+        then it returns ``True`` at once (it could not wait for its own run)
+        and the run stops at its next checkpoint, with ``Aborted``.
+        Cancelling the caller stops the wait; an abort the agent had not
+        read yet is withdrawn (as any call), one it had read goes on.
         """
         check_str("run_id", run_id)
         from_run = self._inside_own_run()
@@ -258,6 +259,8 @@ class AgentHandle(Handle):
         conversation. Its events reach ``handle_event`` and node subscribers;
         its answer lands in the history. Raises :class:`Busy` when
         ``max_follow_ups`` are already waiting, ``TypeError`` for a non-str.
+        Cancelling the caller withdraws the follow-up if the agent had not
+        read it yet; once read, it stays queued.
         """
         check_str("text", text, optional=False)
         await self.call(FollowUp(text), timeout=None)
@@ -285,6 +288,7 @@ class AgentHandle(Handle):
 
         Answered at once, also during a run (completed turns and the turn in
         flight). Raises :class:`~condukt.CallTimeout` after ``timeout``.
+        Cancelling the caller only stops the wait: nothing changes.
         """
         result: tuple[Message, ...] = await self.call(GetHistory(), timeout=check_seconds("timeout", timeout))
         return result
@@ -307,7 +311,8 @@ class AgentHandle(Handle):
 
         Without a ``compactor`` nothing changes. Waits its turn like
         :meth:`clear`; what a failing compactor raises is raised here (the
-        history is left as it was).
+        history is left as it was). Cancelling the caller stops the wait;
+        a compaction already queued or running still happens.
         """
         timeout = check_seconds("timeout", timeout)
         self._refuse_inside_own_run("compact()")

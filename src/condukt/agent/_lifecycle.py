@@ -148,9 +148,15 @@ class Lifecycle:
         if run is not None and (not targeted or run.request is request or run.id == run_id):
             if self.state is not State.RUNNING:
                 return False  # its result is being delivered: too late
-            run.abort()
             if from_run:
-                return True  # the caller is the run itself: it cannot wait for its own end
+                # The caller is part of the run: it cannot wait for the run's
+                # end. It gets its answer first, and the cancellation at its
+                # next checkpoint (replying after cancelling would cancel the
+                # call itself instead).
+                caller.reply(True)
+                run.abort()
+                return NO_REPLY
+            run.abort()
             run.abort_waiters = [*run.abort_waiters, caller]
             return NO_REPLY
         if targeted:

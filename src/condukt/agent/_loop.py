@@ -91,11 +91,10 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                 value = finish(run, value)
         except (AgentError, ModelError) as exc:
             failure = exc
-    if scope.cancelled_caught:
-        if run.aborted:
-            failure = Aborted("run aborted")
-        else:
-            failure = RunTimeout(f"run did not finish within {run.timeout:g}s")
+    if run.aborted:  # also when it was too quick to reach a checkpoint after the abort
+        failure = Aborted("run aborted")
+    elif scope.cancelled_caught:
+        failure = RunTimeout(f"run did not finish within {run.timeout:g}s")
     if failure is not None:
         _roll_back(session, run, committed)
         return None, failure

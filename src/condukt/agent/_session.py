@@ -296,6 +296,8 @@ class Session:
                 run.on_event = None
         if self._event_hook:
             await self.agent.handle_event(event)
+        if run.aborted:
+            await trio.lowlevel.checkpoint()  # a callback aborted its own run: stop here
 
     def scrub_blocks(self, blocks: tuple[TextBlock | ImageBlock, ...]) -> tuple[TextBlock | ImageBlock, ...]:
         """``blocks`` with their text scrubbed (images as they are)."""

@@ -110,10 +110,10 @@ class _Calls:
                 if answer is not None:
                     break
             if answer is not None:
+                # Scrubbed like a tool's own result: it goes to the history and the model.
                 if self.notify:
                     await self._started(index)
-                    await self._finished(index, answer.content, answer.is_error, None)
-                self.results[index] = answer
+                await self._finished(index, answer.content, answer.is_error, None)
             else:
                 timeout = timeouts.get(call.name, _UNSET)
                 if timeout is _UNSET:
