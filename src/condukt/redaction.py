@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
-__all__ = ["DEFAULT_PATTERNS", "RegexRedactor", "Redactor"]
+__all__ = ["DEFAULT_PATTERNS", "RegexRedactor", "Redactor", "chain"]
 
 
 @runtime_checkable
@@ -113,3 +113,24 @@ def _named(patterns: Mapping[str, str] | Iterable[str]) -> dict[str, str]:
     for pattern in patterns:
         named["custom" if not named else f"custom_{len(named) + 1}"] = pattern
     return named
+
+
+class _Chain:
+    """Several redactors applied in order."""
+
+    def __init__(self, redactors: tuple[Redactor, ...]) -> None:
+        self.redactors = redactors
+
+    def redact(self, text: str) -> str:
+        """``text`` through every redactor, in order."""
+        for redactor in self.redactors:
+            text = redactor.redact(text)
+        return text
+
+    def __repr__(self) -> str:
+        return f"chain{self.redactors!r}"
+
+
+def chain(*redactors: Redactor) -> Redactor:
+    """One redactor applying ``redactors`` in order (a sub-agent's own, then its parent's)."""
+    return _Chain(tuple(redactors))

@@ -249,3 +249,21 @@ async def test_sub_agents_inherit_a_redactor_set_as_a_class_attribute() -> None:
             forwarded = [e.event for e in [event async for event in events] if type(e) is SubagentEvent]
     assert result_texts(child.requests[1].messages) == ["mail [REDACTED:email]"]
     assert [e.result for e in forwarded if type(e) is ToolCallEnd] == ["mail [REDACTED:email]"]
+
+
+async def test_a_capability_answering_a_tool_call_is_scrubbed_too() -> None:
+    from condukt.messages import ToolResultMessage
+
+    class Answers(condukt.Capability):
+        def intercept_tool_call(self, run: Any, call: Any) -> Any:
+            return ToolResultMessage(call.id, call.name, (condukt.messages.TextBlock("token s3cr3t-value-99"),))
+
+    model = ScriptedModel([call("anything"), reply("ok")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(
+            condukt.Agent, model=model, capabilities=[Answers()], secrets={"TOKEN": "s3cr3t-value-99"}
+        )
+        assert await agent.run("go") == "ok"
+        history = await agent.history()
+    assert history[2].text == "token [REDACTED:TOKEN]"
+    assert model.requests[1].messages[-1].text == "token [REDACTED:TOKEN]"

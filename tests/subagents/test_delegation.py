@@ -352,3 +352,42 @@ async def test_a_child_keeps_its_own_secrets_and_inherits_the_parents() -> None:
     # Both are redacted from what the child's model sees.
     [result] = tool_results(child_model.requests[1])
     assert result.text == "[REDACTED:CHILD_TOKEN] [REDACTED:PARENT_TOKEN]"
+
+
+async def test_a_child_is_never_less_careful_than_its_parent_nor_itself(tmp_path: Path) -> None:
+    from condukt.redaction import RegexRedactor
+
+    seen: list[Any] = []
+
+    class Careful(condukt.Agent):
+        """Confined, with a redactor of its own."""
+
+        confine_to_cwd = True
+        redactor = RegexRedactor(patterns={"child_code": r"CHILD-\d+"})
+
+        def tools(self) -> list[Any]:
+            return [Leak]
+
+    class Leak(condukt.Tool):
+        name = "leak"
+        description = "Shows what it knows."
+
+        async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+            seen.append(context.confine)
+            return "CHILD-42 and PARENT-7"
+
+    child_model = ScriptedModel([call("leak"), reply("done")])
+    model = delegate(("careful", "look"))
+    async with condukt.open_node() as node:
+        parent = await spawn_parent(
+            node,
+            model,
+            {"careful": (Careful, {"model": child_model})},
+            cwd=str(tmp_path),
+            confine_to_cwd=False,  # the parent's explicit False does not loosen the child
+            redactor=RegexRedactor(patterns={"parent_code": r"PARENT-\d+"}),
+        )
+        assert await parent.run("go") == "all done"
+    assert seen == [True]
+    [result] = tool_results(child_model.requests[1])
+    assert result.text == "[REDACTED:child_code] and [REDACTED:parent_code]"

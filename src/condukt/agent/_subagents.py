@@ -10,6 +10,7 @@ import trio
 
 from ..events import SubagentEvent
 from ..otp import CallError, ChildSpec, ConduktError, Down, DynamicSupervisor, ExitReason, Handle
+from ..redaction import chain
 from ..schema import Schema
 from ..tools import Tool, ToolContext, ToolError
 from ._capability import Capability
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["Role", "Subagent", "SubagentSupervisor", "SubagentTool", "Subagents", "resolve_roles"]
 
 #: Start options a child inherits from its parent unless its role sets them.
-INHERITED = ("cwd", "confine_to_cwd", "redactor")
+#: (Confinement and redaction are inherited too, but only ever tightened: see ``_delegate``.)
+INHERITED = ("cwd",)
 #: Provider settings a child inherits only when it talks to its parent's
 #: provider: a key (or endpoint) for one provider must never reach another.
 PROVIDER_INHERITED = ("api_key", "base_url", "model_options")
@@ -240,11 +242,18 @@ class SubagentTool(Tool):
         if parent.secrets:
             # Resolved values, not providers run again; the child's own secrets come on top.
             options["inherited_secrets"] = parent.secrets.env
-        if config.redactor is not None:
-            options["redactor"] = config.redactor  # also when set as a class attribute
-        if config.confine_to_cwd:
-            options["confine_to_cwd"] = True  # a confined parent never has unconfined children
         options.update(role.options)
+        # A child is never less careful than its parent, nor than itself: a
+        # confined parent has confined children, and the parent's redactor
+        # applies on top of the child's own (class attribute or role option).
+        if config.confine_to_cwd:
+            options["confine_to_cwd"] = True
+        if config.redactor is not None:
+            own = options.get("redactor", role.agent.redactor)
+            if own is None or own is config.redactor:
+                options["redactor"] = config.redactor
+            else:
+                options["redactor"] = chain(own, config.redactor)
         child = await supervisor.start_child(ChildSpec(None, role.agent, kwargs=options, restart="temporary"))
         child_id = child.session_id
         parent_emit = context.emit
