@@ -110,11 +110,18 @@ class Agent(Server):
     async def init(self, options: Mapping[str, Any]) -> None:
         """Called once at start with every start option, before tools and model resolve.
 
-        Set attributes here that :meth:`tools` needs. An exception fails the start.
+        Set attributes here that :meth:`tools` needs. An exception fails the
+        start; cancelling the task that spawns the agent cancels it (nothing
+        is left running).
         """
 
     async def handle_event(self, event: Event) -> None:
-        """Called for every event of every run (in order). An exception crashes the agent."""
+        """Called for every event of every run (in order). An exception crashes the agent.
+
+        It runs in the run itself: an abort or the run's timeout cancels it
+        like the rest of the run (events after the loop, ``AgentEnd`` to
+        ``Done``, are out of their reach).
+        """
 
     def secrets(self) -> Mapping[str, Any]:
         """Secrets by environment-variable name: providers from :mod:`condukt.secrets`.
@@ -138,31 +145,41 @@ class Agent(Server):
         return self.__session.config
 
     async def terminate(self, reason: ExitReason) -> None:
-        """Stops this agent's capabilities (its sub-agents...). Call ``super().terminate(reason)`` when overriding."""
-        await self.__session.stop(reason)
+        """Stops this agent's capabilities (its sub-agents...). Call ``super().terminate(reason)`` when overriding.
+
+        Bounded by the agent's shutdown budget, after which it is cancelled.
+        """
+        await self.__session._stop(reason)
 
     # ------------------------------------------------------------------ the process (low-level hooks)
 
     async def boot(self, **options: Any) -> None:
-        """Check the options, run :meth:`init`, then set up capabilities, tools and model."""
+        """Check the options, run :meth:`init`, then set up capabilities, tools and model.
+
+        Runs in the task that spawns the agent; cancelling it cancels the start.
+        """
         session = self.__session = Session(self, AgentConfig.build(type(self), options))
         await self.init(options)
-        await session.start()
+        await session._start()
 
     def needs_terminate(self) -> bool:
         """Whether the exit has work: capabilities to stop, queued streams to end, or a user ``terminate``."""
-        return self.__session.needs_stop() or type(self).terminate is not Agent.terminate
+        return self.__session._needs_stop() or type(self).terminate is not Agent.terminate
 
     async def handle_call(self, request: Any, caller: Caller) -> Any:
-        """The agent's protocol (run, abort, steer...); other calls go to ``Server``."""
-        reply = await self.__session.handle_call(request, caller)
+        """The agent's protocol (run, abort, steer...); other calls go to ``Server``.
+
+        Never waits on a run (the mailbox stays responsive), so it is not
+        cancelled by one; the process stopping cancels it.
+        """
+        reply = await self.__session._handle_call(request, caller)
         if reply is NotImplemented:
             return await super().handle_call(request, caller)
         return reply
 
     async def handle_info(self, message: Any) -> None:
-        """Runtime notices of the agent; others go to ``Server``."""
-        if not self.__session.handle_info(message):
+        """Runtime notices of the agent; others go to ``Server``. Synchronous in effect: it never waits."""
+        if not self.__session._handle_info(message):
             await super().handle_info(message)
 
 

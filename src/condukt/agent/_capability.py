@@ -65,7 +65,11 @@ class Capability:
     """
 
     async def setup(self, session: Session) -> None:
-        """Once at start, before the model and tools are resolved."""
+        """Once at start, before the model and tools are resolved.
+
+        Runs in the task that starts the agent: cancelling that start
+        cancels it, and the agent does not start. What it raises fails the start.
+        """
 
     def tools(self, session: Session) -> Sequence[Tool]:
         """Extra tools this capability offers (resolved after ``setup``)."""
@@ -110,17 +114,25 @@ class Capability:
         return value
 
     async def after_run(self, run: Run, failure: BaseException | None) -> None:
-        """The run ended; the history holds only completed turns."""
+        """The run ended; the history holds only completed turns.
+
+        Runs outside the run's cancel scope (an abort or the run's timeout no
+        longer reach it); it is cancelled only when the agent process stops.
+        """
 
     async def history_changed(self, session: Session) -> None:
-        """The history changed (after a turn, a run, a clear or a compaction)."""
+        """The history changed (after a turn, a run, a clear or a compaction).
+
+        After a turn it runs inside the run: an abort or the run's timeout
+        may cancel it (the turn stays in the history; the next save carries it).
+        """
 
     def scrub(self, text: str) -> str:
         """``text`` without what must not leave the agent."""
         return text
 
     async def stop(self, session: Session, reason: ExitReason) -> None:
-        """The agent is exiting."""
+        """The agent is exiting: in its ``terminate``, so within its shutdown budget, then cancelled."""
 
 
 #: The hook names, in the order of the table above.

@@ -96,7 +96,7 @@ class AgentHandle(Handle):
         server = server_of(self)
         if server is None:
             return False
-        lifecycle = server._Agent__session.lifecycle  # type: ignore[attr-defined]
+        lifecycle = server._Agent__session._lifecycle  # type: ignore[attr-defined]
         return bool(lifecycle.runs_in(trio.lowlevel.current_task()))
 
     def _refuse_inside_own_run(self, what: str) -> None:
@@ -117,17 +117,17 @@ class AgentHandle(Handle):
     @property
     def running(self) -> bool:
         """Whether a run is in progress (running or delivering its result)."""
-        return self._session().lifecycle.current is not None
+        return self._session()._lifecycle.current is not None
 
     @property
     def state(self) -> str:
         """The lifecycle state: ``"idle"``, ``"running"``, ``"finishing"`` or ``"maintaining"``."""
-        return self._session().lifecycle.state.value
+        return self._session()._lifecycle.state.value
 
     @property
     def queued(self) -> int:
         """How many runs (and ``clear``/``compact`` calls) wait behind the current one."""
-        return len(self._session().lifecycle.queue)
+        return len(self._session()._lifecycle.queue)
 
     async def run(
         self,

@@ -127,7 +127,7 @@ class Lifecycle:
     def follow_up(self, text: str) -> None:
         """Run ``text`` after the current job (now if idle); :class:`Busy` when that queue is full."""
         if self.state is State.IDLE:
-            self._start(self.session.follow_up_run(text))
+            self._start(self.session._follow_up_run(text))
             return
         limit = self.session.config.max_follow_ups
         if len(self.follow_ups) >= limit:
@@ -226,7 +226,7 @@ class Lifecycle:
         self.state = State.IDLE
         self.current = None
         if self.follow_ups:
-            self._start(self.session.follow_up_run(self.follow_ups.popleft()))
+            self._start(self.session._follow_up_run(self.follow_ups.popleft()))
         elif self.queue:
             self._start(self.queue.popleft())
 
@@ -304,7 +304,7 @@ class Lifecycle:
         try:
             value, failure = await run_turns(session, run)
             self._to_finishing(run, failure)
-            await session.settle(run, value, failure)
+            await session._settle(run, value, failure)
         finally:
             if run.sink is not None:
                 run.sink.close()

@@ -56,9 +56,9 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                     _take_steers(session, run)
                 run.turn += 1
                 await emit(TurnStart(run.turn))
-                request = session.model_request(run)
+                request = session._model_request(run)
                 if hooks.model_started or hooks.model_finished:
-                    response = await session.ask_model_watched(run, request)
+                    response = await session._ask_model_watched(run, request)
                 else:  # the common case, without a coroutine in between
                     response = await session.model.complete(request, emit)
                 run.usage = run.usage + response.usage

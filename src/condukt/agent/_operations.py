@@ -67,6 +67,7 @@ class BoundOperation:
         Raises :class:`~condukt.InvalidInput` before any model request if
         ``input`` does not match, :class:`~condukt.InvalidOutput` or
         :class:`~condukt.NoResultSubmitted` if no valid result came back.
+        Cancelling the caller aborts the run and stops its transient agent.
         """
         op: Operation = self.operation
         return await run(
@@ -92,7 +93,11 @@ def operations_of(agent: type[Agent]) -> dict[str, Operation]:
 
 
 async def run_operation(agent: type[Agent], name: str, input: Any = None, /, **options: Any) -> Any:
-    """Run the operation ``name`` of ``agent``; :class:`UnknownOperation` if there is none."""
+    """Run the operation ``name`` of ``agent``; :class:`UnknownOperation` if there is none.
+
+    Otherwise as calling the operation: cancelling the caller aborts the run
+    and stops its transient agent.
+    """
     table = operations_of(agent)
     if name not in table:
         known = ", ".join(sorted(table)) or "none"

@@ -92,7 +92,7 @@ class Session:
         self.tools: tuple[Tool, ...] = ()
         self.tools_by_name: dict[str, Tool] = {}
         self.tool_definitions: tuple[ToolDefinition, ...] = ()
-        self.lifecycle = Lifecycle(self)
+        self._lifecycle = Lifecycle(self)
         self.pubsub = self.node.pubsub
         self._runs = 0
         self._event_hook = False
@@ -100,7 +100,7 @@ class Session:
 
     # ------------------------------------------------------------------ start and stop
 
-    async def start(self) -> None:
+    async def _start(self) -> None:
         """Resolve secrets, set up the capabilities, then the tools and the model."""
         agent, config = self.agent, self.config
         own = await resolve_secrets(config.secrets if config.secrets is not None else agent.secrets())
@@ -161,13 +161,13 @@ class Session:
         else:
             self.scrub = functools.reduce(lambda f, g: lambda text: g(f(text)), scrubs)
 
-    def needs_stop(self) -> bool:
+    def _needs_stop(self) -> bool:
         """Whether :meth:`stop` has work to do when the process exits."""
-        return bool(self.hooks.stop) or bool(self.lifecycle.queue) or telemetry.enabled()
+        return bool(self.hooks.stop) or bool(self._lifecycle.queue) or telemetry.enabled()
 
-    async def stop(self, reason: ExitReason) -> None:
+    async def _stop(self, reason: ExitReason) -> None:
         """The process is exiting: queued streams end, capabilities stop."""
-        self.lifecycle.close()
+        self._lifecycle.close()
         for stop in self.hooks.stop:
             await stop(self, reason)
         if telemetry.enabled():
@@ -175,13 +175,13 @@ class Session:
 
     # ------------------------------------------------------------------ mailbox
 
-    async def handle_call(self, request: Any, caller: Caller) -> Any:
+    async def _handle_call(self, request: Any, caller: Caller) -> Any:
         """Answer a message from an :class:`AgentHandle` (see :mod:`._requests`)."""
         kind = type(request)
-        lifecycle = self.lifecycle
+        lifecycle = self._lifecycle
         try:
             if kind is RunRequest:
-                run = self.new_run(request, None if request.sink is not None else caller)
+                run = self._new_run(request, None if request.sink is not None else caller)
                 lifecycle.submit(run)
                 return run.id if request.sink is not None else NO_REPLY
             if kind is AbortRun:
@@ -198,25 +198,25 @@ class Session:
                 return lifecycle.state.value, len(lifecycle.queue)
             if kind is Clear:
                 if lifecycle.state is State.IDLE:
-                    return await self.clear()  # nothing to wait for: at once
-                return lifecycle.submit_operation(self.clear, caller)
+                    return await self._clear()  # nothing to wait for: at once
+                return lifecycle.submit_operation(self._clear, caller)
             if kind is Compact:
-                return lifecycle.submit_operation(self.compact, caller)
+                return lifecycle.submit_operation(self._compact, caller)
         except (Busy, NotRunning) as exc:
             caller.reply_error(exc)
             return NO_REPLY
         return NotImplemented
 
-    def handle_info(self, message: Any) -> bool:
+    def _handle_info(self, message: Any) -> bool:
         """Handle a runtime notice; False if it is not the agent's."""
         if type(message) is CancelRun:
-            self.lifecycle.cancel(message.run)
+            self._lifecycle.cancel(message.run)
             return True
         return False
 
     # ------------------------------------------------------------------ runs
 
-    def new_run(self, request: RunRequest, caller: Caller | None) -> Run:
+    def _new_run(self, request: RunRequest, caller: Caller | None) -> Run:
         """A :class:`Run` for ``request``, with its id, hooks and event fan-out."""
         self._runs += 1
         traced = telemetry.enabled()
@@ -225,14 +225,14 @@ class Session:
             extra = StructuredOutput(request.output, self.config.output_retries)
             hooks = Hooks([extra, *self.capabilities, *([Telemetry(self)] if traced else [])])
         run = Run(self, f"{self.id}/{self._runs}", request, caller, hooks)
-        run.emit = functools.partial(self.emit, run)
+        run.emit = functools.partial(self._emit, run)
         return run
 
-    def follow_up_run(self, text: str) -> Run:
+    def _follow_up_run(self, text: str) -> Run:
         """A run for a follow-up (or a late steer): nobody waits for its answer."""
-        return self.new_run(RunRequest(text, timeout=self.config.run_timeout), None)
+        return self._new_run(RunRequest(text, timeout=self.config.run_timeout), None)
 
-    async def settle(self, run: Run, value: Any, failure: BaseException | None) -> None:
+    async def _settle(self, run: Run, value: Any, failure: BaseException | None) -> None:
         """After the loop: capabilities' ``after_run``, save, then the last events (``Done`` last)."""
         hooks = run.hooks
         for after in hooks.after_run:
@@ -248,7 +248,7 @@ class Session:
         await emit(AgentEnd(text, run.usage, run.turn))
         await emit(Done("completed"))
 
-    def model_request(self, run: Run) -> ModelRequest:
+    def _model_request(self, run: Run) -> ModelRequest:
         """The request for ``run``'s next turn, as the capabilities' ``prepare_request`` hooks make it."""
         config = self.config
         request = ModelRequest(
@@ -258,7 +258,7 @@ class Session:
             request = prepare(run, request)
         return request
 
-    async def ask_model_watched(self, run: Run, request: ModelRequest) -> AssistantMessage:
+    async def _ask_model_watched(self, run: Run, request: ModelRequest) -> AssistantMessage:
         """Send ``request``, telling the ``model_started``/``model_finished`` hooks."""
         hooks = run.hooks
         for started in hooks.model_started:
@@ -273,11 +273,11 @@ class Session:
             finished(run, response, None)
         return response
 
-    def listened(self, run: Run) -> bool:
+    def _listened(self, run: Run) -> bool:
         """Whether anyone receives ``run``'s events (else per-call events need not be built)."""
         return run.sink is not None or run.on_event is not None or self._event_hook or bool(self.pubsub)
 
-    async def emit(self, run: Run, event: Event) -> None:
+    async def _emit(self, run: Run, event: Event) -> None:
         """Deliver ``event`` to node subscribers, the run's stream and callback, and ``handle_event``."""
         if self.pubsub:
             self.pubsub.publish(self.id, AgentEvent(self.id, event))
@@ -308,13 +308,13 @@ class Session:
 
     # ------------------------------------------------------------------ maintenance
 
-    async def clear(self) -> None:
+    async def _clear(self) -> None:
         """Forget the conversation (the capabilities hear of it: a store deletes its snapshot)."""
         self.messages.clear()
         for changed in self.hooks.history_changed:
             await changed(self)
 
-    async def compact(self) -> int:
+    async def _compact(self) -> int:
         """Run the compactor now; how many messages it removed (0 without one)."""
         before = len(self.messages)
         for capability in self.capabilities:

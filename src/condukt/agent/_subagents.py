@@ -104,10 +104,12 @@ class SubagentSupervisor(DynamicSupervisor):
     """The dynamic supervisor of one agent's sub-agents; it stops when its owner exits."""
 
     async def init(self, owner: Handle, **kwargs: Any) -> None:  # type: ignore[override]
+        """Supervise for ``owner`` (monitored: its exit stops this supervisor); runs in the starting task."""
         await super().init(**kwargs)
         self._owner_ref = self.monitor(owner)
 
     async def handle_info(self, message: Any) -> None:
+        """The owner's ``Down`` stops the supervisor (and so the children); never waits."""
         if isinstance(message, Down) and message.ref is self._owner_ref:
             self.stop("shutdown")  # no orphans: the children go with their parent
             return
@@ -131,7 +133,7 @@ class Subagents(Capability):
         return [SubagentTool(session, self, self.roles, session.config.max_concurrent_subagents)]
 
     async def supervisor(self, session: Session) -> Any:
-        """The children's supervisor, started on first use."""
+        """The children's supervisor, started on first use (a cancelled start leaves none)."""
         if self._lock is None:
             self._lock = trio.Lock()
         async with self._lock:
@@ -143,7 +145,7 @@ class Subagents(Capability):
         return supervisor
 
     async def stop(self, session: Session, reason: ExitReason) -> None:
-        """Stop the children with their parent."""
+        """Stop the children with their parent (in the parent's shutdown budget)."""
         supervisor = self._supervisor
         if supervisor is not None and supervisor.alive:
             await supervisor.stop("shutdown", timeout=None)
@@ -215,7 +217,11 @@ class SubagentTool(Tool):
         return None
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Start the child, run the task, forward its events, stop it."""
+        """Start the child, run the task, forward its events, stop it.
+
+        Cancelled (the parent's abort or run timeout), it aborts the child's
+        run and stops the child before the cancellation goes on.
+        """
         role = self._roles[args["role"]]
         task = args["task"]
         if role.input is not None:

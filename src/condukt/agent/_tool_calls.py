@@ -96,7 +96,7 @@ class _Calls:
         self.results: list[ToolResultMessage | None] = [None] * len(calls)
         self.started: dict[int, float] = {}
         # Per-call events and hooks cost a little per call: only when someone listens.
-        self.notify = session.listened(run) or run.hooks.watches_tools
+        self.notify = session._listened(run) or run.hooks.watches_tools
 
     async def all(self) -> list[ToolResultMessage]:
         session, run, calls = self.session, self.run, self.calls
