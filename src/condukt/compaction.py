@@ -24,7 +24,15 @@ class Compactor(Protocol):
     """Turns a history into a shorter one."""
 
     async def compact(self, messages: Sequence[Message]) -> list[Message]:
-        """Return the compacted history (the input is not modified)."""
+        """Return the compacted history (the input is not modified).
+
+        The agent calls it after each run, outside the run's cancel scope (an
+        abort or the run's timeout does not reach it), and for
+        ``agent.compact()``; only the agent process stopping cancels it. It
+        must let ``trio.Cancelled`` propagate and report a failure by raising an
+        ``Exception``: the history is replaced only by what it returns, so
+        either way it stays intact.
+        """
         ...
 
 
@@ -46,7 +54,11 @@ class Sliding:
     keep: int = attrs.field(default=20, validator=lambda _i, _a, v: _valid(v, "keep"))
 
     async def compact(self, messages: Sequence[Message]) -> list[Message]:
-        """The last messages from a user message on."""
+        """The last messages from a user message on.
+
+        Never raises and has no checkpoint: a cancellation takes effect at the
+        caller's next one.
+        """
         if len(messages) <= self.keep:
             return list(messages)
         start = len(messages) - self.keep
@@ -68,7 +80,11 @@ class ToolResultPrune:
     max_size: int = attrs.field(default=4096, validator=lambda _i, _a, v: _valid(v, "max_size"))
 
     async def compact(self, messages: Sequence[Message]) -> list[Message]:
-        """The history with old large tool results elided."""
+        """The history with old large tool results elided.
+
+        Never raises and has no checkpoint: a cancellation takes effect at the
+        caller's next one.
+        """
         result_positions = [i for i, m in enumerate(messages) if isinstance(m, ToolResultMessage)]
         old = set(result_positions[: max(0, len(result_positions) - self.keep_recent)])
         out: list[Message] = []
@@ -90,6 +106,8 @@ async def compact_with(compactor: Compactor, messages: Sequence[Message]) -> lis
     kept without their call), or when the history does not start with a
     user message. It returns a new list: a caller that replaces its history
     only with what this returns keeps it intact when a compaction is rejected.
+    Cancellable where ``compactor.compact`` is: ``trio.Cancelled`` and what
+    the compactor raises propagate unchanged, and ``messages`` is untouched.
     """
     compacted = list(await compactor.compact(messages))
     name = type(compactor).__name__

@@ -133,7 +133,13 @@ class ScriptedModel(_Recorder):
         return len(self._steps) - self._next
 
     async def complete(self, request: ModelRequest, emit: Emit) -> AssistantMessage:
-        """Record ``request`` and play the next step."""
+        """Record ``request`` and play the next step.
+
+        Raises :class:`ScriptExhausted`, the step itself when it is an
+        exception, or ``TypeError`` for an entry that is not a step.
+        Cancellable only where a reply's ``delay`` sleeps or ``emit`` blocks;
+        a cancelled call has still used up its step.
+        """
         self.requests.append(request)
         if self._next >= len(self._steps):
             raise ScriptExhausted(f"{self.name}: script exhausted after {len(self._steps)} responses")
@@ -157,7 +163,13 @@ class FunctionModel(_Recorder):
         self._fn = fn
 
     async def complete(self, request: ModelRequest, emit: Emit) -> AssistantMessage:
-        """Record ``request`` and answer with ``fn(request)``."""
+        """Record ``request`` and answer with ``fn(request)``.
+
+        Raises what ``fn`` raises, the step when it is an exception, or
+        ``TypeError`` for a result that is not a step. Cancellable where an
+        async ``fn``, a reply's ``delay`` or ``emit`` is; a sync ``fn`` runs to
+        its end on the event loop.
+        """
         self.requests.append(request)
         step = self._fn(request)
         if inspect.isawaitable(step):

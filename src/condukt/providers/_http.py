@@ -131,7 +131,13 @@ class NodeHttp:
         return limits
 
     async def aclose(self) -> None:
-        """Close the client (a later request opens a new one)."""
+        """Close the client (a later request opens a new one).
+
+        With the built-in :class:`~condukt.providers.lowlevel.TrioTransport`
+        everything is closed before a cancellation is raised, so a cancelled
+        close still closes; another transport's ``aclose`` may be cut short.
+        The client is forgotten either way.
+        """
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()

@@ -124,7 +124,9 @@ class StreamAssembler(abc.ABC):
         """Take one event, emitting text and thinking deltas as they come.
 
         Raises :class:`ProviderError` for an error event, :class:`StreamError`
-        for one that breaks the protocol.
+        for one that breaks the protocol. Its only checkpoints are in ``emit``:
+        a cancellation there must propagate, and the assembler is then
+        abandoned with its attempt.
         """
 
     @abc.abstractmethod
@@ -283,7 +285,12 @@ class HttpModel(abc.ABC):
         return self._http_client if self._http_client is not None else self._services.client
 
     async def aclose(self) -> None:
-        """Close the client this model created for itself (only when it was resolved outside a node)."""
+        """Close the client this model created for itself (only when it was resolved outside a node).
+
+        A client given as ``http_client`` is left to its owner. The idle
+        connections are closed at once, even when it is cancelled (then
+        ``trio.Cancelled`` is raised after); responses in flight close as they end.
+        """
         if self._owns_services:
             await self._services.aclose()
 

@@ -73,5 +73,14 @@ class Model(Protocol):
         ...
 
     async def complete(self, request: ModelRequest, emit: Emit) -> AssistantMessage:
-        """Ask for one response to ``request``."""
+        """Ask for one response to ``request``.
+
+        The agent calls it inside the run: an abort or the run's timeout
+        cancels it, the run fails with :class:`~condukt.Aborted` or
+        :class:`~condukt.RunTimeout` and the turn is dropped from the history
+        (deltas already emitted stay emitted). An implementation must release
+        what it holds and let ``trio.Cancelled`` propagate, never turning it
+        into a :class:`ModelError` or a reply; an exception that is not a
+        :class:`ModelError` crashes the agent.
+        """
         ...

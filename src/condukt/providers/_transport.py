@@ -206,7 +206,15 @@ class TrioTransport(httpx.AsyncBaseTransport):
         return self._ssl_context
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` and return its response with the body still to read."""
+        """Send ``request`` and return its response with the body still to read.
+
+        Raises ``httpx`` errors: ``ConnectError``, ``ConnectTimeout``,
+        ``PoolTimeout``, ``WriteError``, ``WriteTimeout``, ``ReadError``,
+        ``ReadTimeout``, ``RemoteProtocolError``, ``UnsupportedProtocol``, and
+        ``LocalProtocolError`` once closed. Cancelled at any point (including
+        while it waits for a free connection), it closes the request's
+        connection and frees its slot before ``trio.Cancelled`` propagates.
+        """
         if self._closed:
             raise httpx.LocalProtocolError("the transport is closed")
         url = request.url
@@ -367,7 +375,11 @@ class TrioTransport(httpx.AsyncBaseTransport):
         conn.close()
 
     async def aclose(self) -> None:
-        """Close every idle connection; later requests fail. In-flight responses close as they end."""
+        """Close every idle connection; later requests fail. In-flight responses close as they end.
+
+        The closing happens before its only checkpoint: a cancelled ``aclose``
+        has closed them all when it raises ``trio.Cancelled``.
+        """
         self._closed = True
         for idle in self._idle.values():
             for conn in idle:

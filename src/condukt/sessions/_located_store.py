@@ -59,7 +59,11 @@ class LocatedStore(abc.ABC):
 
         Raises :class:`CorruptSnapshot` (naming where the data is) or
         :class:`UnsupportedSnapshotVersion`; the data is left untouched.
-        Cancelling waits for the read in flight.
+        :class:`StoreNotBound` before :meth:`bind`; errors of the file system
+        or database (``OSError``, ``sqlite3.Error``) propagate. Cancelled while
+        it waits for the key's lock, it raises ``trio.Cancelled`` having read
+        nothing; once the read is in its worker thread (never abandoned),
+        cancelling waits for it and takes effect at the caller's next checkpoint.
         """
         location = self._bound_location()
         async with self._hold(key):
@@ -76,8 +80,11 @@ class LocatedStore(abc.ABC):
 
         Raises :class:`CorruptSnapshot` / :class:`UnsupportedSnapshotVersion`
         rather than overwrite data that cannot be read; an error of the file
-        system or database leaves the previous snapshot intact. Cancelling
-        waits for the write in flight, which completes.
+        system or database leaves the previous snapshot intact. Cancelled
+        while it waits for the key's lock, it writes nothing and raises
+        ``trio.Cancelled``; once the write is in its worker thread (never
+        abandoned), cancelling waits for it and the save ends as the thread
+        does, the cancellation taking effect at the caller's next checkpoint.
         """
         location = self._bound_location()
         async with self._hold(key):
@@ -87,7 +94,12 @@ class LocatedStore(abc.ABC):
             self._known_good.add(key)
 
     async def delete(self, key: str) -> None:
-        """Remove what is stored under ``key``, readable or not; no error if nothing is."""
+        """Remove what is stored under ``key``, readable or not; no error if nothing is.
+
+        Cancelled while it waits for the key's lock, it removes nothing and
+        raises ``trio.Cancelled``; once the removal is in its worker thread,
+        cancelling waits for it and the delete ends as the thread does.
+        """
         location = self._bound_location()
         async with self._hold(key):
             await trio.to_thread.run_sync(self._delete_sync, location, key)

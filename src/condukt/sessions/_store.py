@@ -35,6 +35,8 @@ class SessionStore(Protocol):
 
         Raises :class:`CorruptSnapshot` for data that is not a snapshot and
         :class:`UnsupportedSnapshotVersion` for one written by a newer condukt.
+        The agent loads once, while it starts: cancelling the start cancels the
+        load, which must let ``trio.Cancelled`` propagate, and the agent does not start.
         """
         ...
 
@@ -42,10 +44,19 @@ class SessionStore(Protocol):
         """Store ``snapshot`` under ``key``, replacing the previous one atomically.
 
         Refuses (with the error ``load`` gives) to replace data that is corrupt
-        or of a newer format, so nothing unreadable is lost silently.
+        or of a newer format, so nothing unreadable is lost silently. The agent
+        saves after each turn inside the run, so an abort or the run's timeout
+        may cancel a save (it saves again once the run has ended): a cancelled
+        save must leave the old snapshot or the new one, never a mix, and let
+        ``trio.Cancelled`` propagate.
         """
         ...
 
     async def delete(self, key: str) -> None:
-        """Remove what is stored under ``key`` (readable or not); no error if nothing is."""
+        """Remove what is stored under ``key`` (readable or not); no error if nothing is.
+
+        The agent deletes outside any run (an emptied history), so only the
+        agent process stopping cancels it; a cancelled delete must leave the
+        data wholly there or wholly gone.
+        """
         ...

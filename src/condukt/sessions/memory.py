@@ -31,18 +31,27 @@ class MemoryStore:
         return self
 
     async def load(self, key: str) -> Snapshot | None:
-        """The snapshot saved under ``key``, or None. A checkpoint."""
+        """The snapshot saved under ``key``, or None.
+
+        A checkpoint first: cancelled, it raises ``trio.Cancelled`` at once.
+        """
         await trio.lowlevel.checkpoint()
         document = self._documents.get(key)
         return None if document is None else decode(document, f"memory:{key!r}")
 
     async def save(self, key: str, snapshot: Snapshot) -> None:
-        """Store a copy of ``snapshot`` under ``key``. A checkpoint."""
+        """Store a copy of ``snapshot`` under ``key``.
+
+        A checkpoint first: cancelled, it raises ``trio.Cancelled`` and stores nothing.
+        """
         await trio.lowlevel.checkpoint()
         self._documents[key] = encode(snapshot)
 
     async def delete(self, key: str) -> None:
-        """Forget ``key``; no error if it is unknown. A checkpoint."""
+        """Forget ``key``; no error if it is unknown.
+
+        A checkpoint first: cancelled, it raises ``trio.Cancelled`` and forgets nothing.
+        """
         await trio.lowlevel.checkpoint()
         self._documents.pop(key, None)
 

@@ -55,7 +55,8 @@ class SQLiteStore(LocatedStore):
     a time (a trio lock serialises them, so all operations happen in call
     order), so the trio loop never waits for the database. Other processes
     may share the file; a write waits up to :data:`BUSY_TIMEOUT` seconds for
-    theirs.
+    theirs (a cancellation does not cut that wait short), then raises
+    ``sqlite3.OperationalError``.
 
     As with :class:`~condukt.sessions.DiskStore`, a row that cannot be read
     (corrupt, or of a newer format) is never overwritten by ``save``; a
@@ -83,6 +84,10 @@ class SQLiteStore(LocatedStore):
         """Close the connection, after the operation in flight if any.
 
         Closing an unbound store closes the stores :meth:`bind` made from it.
+        Cancelled while it waits for the operation in flight, it leaves the
+        connection open for a later close; a cancellation landing just as it
+        gets the lock drops the connection unclosed (the garbage collector
+        closes it). Bound stores closed before the cancellation stay closed.
         """
         for bound in self._bound.values():
             await bound.aclose()

@@ -151,7 +151,13 @@ class FunctionTool(Tool):
         return self._parameters
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Call the function with the (validated) arguments."""
+        """Call the function with the (validated) arguments.
+
+        Raises :class:`ToolError` for an argument that does not convert, else
+        what the function raises. An async function is cancelled at its own
+        checkpoints; a sync one runs to its end on the event loop, so a timeout
+        or an abort takes effect only once it has returned.
+        """
         kwargs = dict(args)
         for key, schema in self._converters.items():
             if key in kwargs:

@@ -139,7 +139,16 @@ class Tool(abc.ABC):
 
     @abc.abstractmethod
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Run the tool with validated ``args``; return the result for the model."""
+        """Run the tool with validated ``args``; return the result for the model.
+
+        The agent cancels it on the tool's timeout (the model is told the call
+        timed out and the run goes on) and on an abort or the run's timeout
+        (the run ends and the turn is dropped from the history). An
+        implementation must then stop promptly, release what it started (kill
+        its subprocesses) and let ``trio.Cancelled`` propagate; code that does
+        not reach a checkpoint (sync code, a worker thread) delays the timeout
+        and the abort until it ends.
+        """
 
     def definition(self) -> ToolDefinition:
         """The name, description and JSON Schema the model sees (computed once)."""

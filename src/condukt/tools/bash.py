@@ -52,7 +52,14 @@ class Bash(Tool):
     timeout = None  # enforced per call, with a process-group kill
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Run the command."""
+        """Run the command.
+
+        Raises :class:`ToolError` when it times out (with the output so far)
+        or cannot start (``cwd`` missing or outside a confined working
+        directory). Cancelled, it kills the process group (SIGKILL) and reaps
+        the shell before ``trio.Cancelled`` propagates; processes that left the
+        group (``setsid``, daemons) survive.
+        """
         cwd = context.resolve_path(args["cwd"]) if args.get("cwd") else context.cwd
         timeout = effective_timeout(args.get("timeout"), self.opts, DEFAULT_TIMEOUT)
         env = {k: v for k, v in os.environ.items() if not CREDENTIAL_NAME.search(k)}

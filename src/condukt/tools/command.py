@@ -86,7 +86,14 @@ class Command(Tool):
     }
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Run the command with ``args["args"]``."""
+        """Run the command with ``args["args"]``.
+
+        Raises :class:`ToolError` when the executable is missing or not
+        runnable, ``cwd`` is missing or outside a confined working directory,
+        or it times out (with the output so far). Cancelled, it kills the
+        process group (SIGKILL) and reaps the process before
+        ``trio.Cancelled`` propagates.
+        """
         cwd = context.resolve_path(args["cwd"]) if args.get("cwd") else context.cwd
         timeout = effective_timeout(args.get("timeout"), self.opts, _DEFAULT_TIMEOUT)
         trusted: dict[str, str] = self.opts["env"]

@@ -96,7 +96,15 @@ class Edit(Tool):
     }
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Apply the edit."""
+        """Apply the edit.
+
+        Raises :class:`ToolError` when the file cannot be read (or is outside
+        a confined working directory) or is not UTF-8, or ``old_text`` is not
+        found exactly once (or equals ``new_text``); an ``OSError`` replacing
+        the file (a read-only directory) propagates as is. The edit runs in a worker thread that cancellation does not
+        interrupt: a timeout or an abort arriving once it started waits for it
+        (the edit is made anyway) and takes effect after it returns.
+        """
         display = args["path"]
         if args["old_text"] == args["new_text"]:
             raise ToolError(f"No changes made to {display}: old_text and new_text are identical.")

@@ -55,7 +55,14 @@ class Glob(Tool):
     }
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Run the search."""
+        """Run the search.
+
+        Raises :class:`ToolError` for a missing directory (or one outside a
+        confined working directory) or a pattern that is absolute, contains
+        ``..`` or is invalid. The search runs in a worker
+        thread that cancellation does not interrupt: a timeout or an abort
+        waits for the whole walk and takes effect after it returns.
+        """
         display = args.get("cwd") or "."
         root = context.resolve_path(display)
         limit = int(args.get("limit") or DEFAULT_LIMIT)

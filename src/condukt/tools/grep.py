@@ -97,7 +97,14 @@ class Grep(Tool):
     }
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Run the search."""
+        """Run the search.
+
+        Raises :class:`ToolError` for an invalid regex or a path that is
+        missing or outside a confined working directory. The
+        search runs in a worker thread that cancellation does not interrupt: a
+        timeout or an abort waits for the whole walk (for ever on a FIFO no one
+        writes to) and takes effect after it returns.
+        """
         display = args.get("path") or "."
         root = context.resolve_path(display)
         return await trio.to_thread.run_sync(

@@ -51,7 +51,14 @@ class Read(Tool):
     }
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Read the file at ``args["path"]``."""
+        """Read the file at ``args["path"]``.
+
+        Raises :class:`ToolError` when the file cannot be read (missing, a
+        directory, no permission, outside a confined working directory), is
+        binary, is an image too large, or ``offset`` is past its end. The read runs in a worker thread that
+        cancellation does not interrupt: a timeout or an abort waits for it (on
+        a FIFO, until a writer comes) and takes effect after it returns.
+        """
         display = args["path"]
         path = context.resolve_path(display)
         data = await trio.to_thread.run_sync(read_file_bytes, path, display)

@@ -40,7 +40,13 @@ class Write(Tool):
     }
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Write the file."""
+        """Write the file.
+
+        Raises :class:`ToolError` when the path is a directory, cannot be
+        written or is outside a confined working directory. The write runs in a worker thread that cancellation does not
+        interrupt: a timeout or an abort arriving once it started waits for
+        it (the file is written anyway) and takes effect after it returns.
+        """
         display = args["path"]
         path = context.resolve_path(display)
         return await trio.to_thread.run_sync(_write, path, display, args["content"])
