@@ -178,7 +178,10 @@ class Agent(Server):
         return reply
 
     async def handle_info(self, message: Any) -> None:
-        """Runtime notices of the agent; others go to ``Server``. Synchronous in effect: it never waits."""
+        """Runtime notices of the agent; others go to ``Server``.
+
+        It never waits, so nothing cancels it midway (the process stopping ends the loop around it).
+        """
         if not self.__session._handle_info(message):
             await super().handle_info(message)
 

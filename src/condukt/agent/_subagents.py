@@ -104,12 +104,15 @@ class SubagentSupervisor(DynamicSupervisor):
     """The dynamic supervisor of one agent's sub-agents; it stops when its owner exits."""
 
     async def init(self, owner: Handle, **kwargs: Any) -> None:  # type: ignore[override]
-        """Supervise for ``owner`` (monitored: its exit stops this supervisor); runs in the starting task."""
+        """Supervise for ``owner`` (monitored: its exit stops this supervisor).
+
+        Runs in the starting task: cancelling that start cancels it and nothing is left running.
+        """
         await super().init(**kwargs)
         self._owner_ref = self.monitor(owner)
 
     async def handle_info(self, message: Any) -> None:
-        """The owner's ``Down`` stops the supervisor (and so the children); never waits."""
+        """The owner's ``Down`` stops the supervisor (and so the children); it never waits, so is never cancelled midway."""
         if isinstance(message, Down) and message.ref is self._owner_ref:
             self.stop("shutdown")  # no orphans: the children go with their parent
             return
