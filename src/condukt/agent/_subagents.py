@@ -112,7 +112,10 @@ class SubagentSupervisor(DynamicSupervisor):
         self._owner_ref = self.monitor(owner)
 
     async def handle_info(self, message: Any) -> None:
-        """The owner's ``Down`` stops the supervisor (and so the children); it never waits, so is never cancelled midway."""
+        """The owner's ``Down`` stops the supervisor (and so the children).
+
+        It never waits, so it is never cancelled midway.
+        """
         if isinstance(message, Down) and message.ref is self._owner_ref:
             self.stop("shutdown")  # no orphans: the children go with their parent
             return
