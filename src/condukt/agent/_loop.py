@@ -36,6 +36,7 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     hooks = run.hooks
     messages = session.messages
     emit = run.emit
+    listened = session._listened
     max_turns = run.max_turns or session.config.max_turns
     prompt = session.scrub(run.prompt)
     run.start = committed = len(messages)
@@ -48,14 +49,16 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     with scope:
         try:
             messages.append(UserMessage((TextBlock(prompt), *run.images)))
-            await emit(AgentStart(session.id, prompt, run.id))
+            if listened(run):  # events are built only for someone (checked each time: subscribers come and go)
+                await emit(AgentStart(session.id, prompt, run.id))
             for started in hooks.run_started:
                 started(run)
             while True:
                 if run.steers:
                     _take_steers(session, run)
                 run.turn += 1
-                await emit(TurnStart(run.turn))
+                if listened(run):
+                    await emit(TurnStart(run.turn))
                 request = session._model_request(run)
                 if hooks.model_started or hooks.model_finished:
                     response = await session._ask_model_watched(run, request)
@@ -73,7 +76,8 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                     run.taken = ()
                 for changed in hooks.history_changed:
                     await changed(session)
-                await emit(TurnEnd(run.turn, response))
+                if listened(run):
+                    await emit(TurnEnd(run.turn, response))
                 stop = False
                 for after in hooks.after_turn:  # every hook sees the turn, even after one said stop
                     stop = after(run, response) or stop

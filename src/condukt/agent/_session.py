@@ -240,6 +240,8 @@ class Session:
         for changed in hooks.history_changed:
             await changed(self)
         emit = run.emit
+        if not self._listened(run):
+            return
         if failure is not None:
             await emit(Error(type(failure).__name__, self.scrub(describe(failure))))
             await emit(Done(_status_of(failure)))
