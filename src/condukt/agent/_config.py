@@ -36,7 +36,7 @@ def _cwd(value: Any) -> Path:
         raise TypeError(f"cwd must be a path (str or os.PathLike), got {type(value).__name__} {value!r}")
     raw = os.fspath(value)
     path = _absolute(raw, "" if os.path.isabs(raw) else os.getcwd())
-    if not path.is_dir():
+    if not os.path.isdir(path):
         raise ValueError(f"cwd {path} is not a directory")
     return path
 

@@ -24,7 +24,7 @@ from ..events import AgentEnd, AgentEvent, Done, Error, Event
 from ..messages import AssistantMessage, ImageBlock, Message, TextBlock, ToolDefinition
 from ..otp import NO_REPLY, Caller, ExitReason
 from ..providers import Model, ModelRequest
-from ..secrets import Secrets, resolve_secrets
+from ..secrets import NO_SECRETS, Secrets, resolve_secrets
 from ..tools import Tool, resolve_tools
 from ._capability import NO_HOOKS, Capability, Hooks
 from ._compaction import Compaction
@@ -80,7 +80,7 @@ class Session:
         self.cwd = config.cwd
         self.messages: list[Message] = []
         self.system_prompt: str | None = config.system_prompt
-        self.secrets = Secrets()
+        self.secrets = NO_SECRETS
         #: The secrets as environment variables for tools (read-only, shared by every call).
         self.secret_env: Mapping[str, str] = _NO_ENV
         self.created_at = time.time()
@@ -328,9 +328,15 @@ class Session:
 
 
 def _base_handle_event() -> Any:
-    from ._agent import Agent
+    global _BASE_HANDLE_EVENT
+    if _BASE_HANDLE_EVENT is None:
+        from ._agent import Agent  # a cycle at import time: looked up once, on first start
 
-    return Agent.handle_event
+        _BASE_HANDLE_EVENT = Agent.handle_event
+    return _BASE_HANDLE_EVENT
+
+
+_BASE_HANDLE_EVENT: Any = None
 
 
 def _status_of(failure: BaseException) -> Any:

@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import re
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -161,6 +162,18 @@ class Tool(abc.ABC):
 
         Done at agent start, so a broken tool fails ``spawn``, not a run.
         """
+        cls = type(self)
+        checked = _CHECKED.get(cls)
+        if checked is not None and not (_DESCRIBED & self.__dict__.keys()):
+            # A class whose name, description and parameters are plain class
+            # attributes, checked before: every instance describes itself alike.
+            self._schema, self._definition = checked
+            return
+        self._check()
+        if _plainly_described(cls) and not (_DESCRIBED & self.__dict__.keys()):
+            _CHECKED[cls] = (self._compiled(), self.definition())
+
+    def _check(self) -> None:
         kind = type(self).__name__
         for attribute in ("name", "description"):
             value = getattr(self, attribute)
@@ -228,6 +241,22 @@ class Tool(abc.ABC):
         if not isinstance(name, str):  # a method: its repr would show this tool again, forever
             name = "?"
         return f"<{type(self).__name__} tool {name!r}>"
+
+
+_DESCRIBED = frozenset({"name", "description", "parameters"})
+#: Tool classes checked once for all their instances: their schema and definition.
+_CHECKED: weakref.WeakKeyDictionary[type, tuple[Schema[Any], ToolDefinition]] = weakref.WeakKeyDictionary()
+
+
+def _plainly_described(cls: type) -> bool:
+    """Whether ``name``, ``description`` and ``parameters`` are plain class attributes (no properties)."""
+    for attribute in _DESCRIBED:
+        owner = next((k for k in cls.__mro__ if attribute in k.__dict__), None)
+        if owner is None or hasattr(owner.__dict__[attribute], "__get__") and not isinstance(
+            owner.__dict__[attribute], type
+        ):
+            return False
+    return True
 
 
 @functools.lru_cache(maxsize=1024)
