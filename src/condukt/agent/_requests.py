@@ -16,7 +16,6 @@ __all__ = [
     "Compact",
     "FollowUp",
     "GetHistory",
-    "GetStatus",
     "RunRequest",
     "Steer",
 ]
@@ -78,11 +77,6 @@ class FollowUp:
 @attrs.frozen
 class GetHistory:
     """Ask for the conversation."""
-
-
-@attrs.frozen
-class GetStatus:
-    """Ask what the agent is doing: its lifecycle state and how many jobs wait."""
 
 
 @attrs.frozen

@@ -35,7 +35,6 @@ class Run:
         "hooks",
         "id",
         "images",
-        "listened",
         "max_turns",
         "on_event",
         "prompt",
@@ -91,8 +90,6 @@ class Run:
         #: Index of the run's prompt in the history (set when it starts).
         self.start = -1
         self.started_at = 0.0
-        #: Whether anybody receives per-call events (else they are not built).
-        self.listened = False
         self.emit: Callable[[Any], Awaitable[None]]
 
     @property

@@ -34,7 +34,7 @@ from ._ids import uuid7
 from ._instructions import ProjectInstructions
 from ._lifecycle import Lifecycle, State
 from ._persistence import Persistence
-from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, GetStatus, RunRequest, Steer
+from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, RunRequest, Steer
 from ._run import Run
 from ._scrubbing import Scrubbing
 from ._structured import SUBMIT_RESULT, StructuredOutput
@@ -194,8 +194,6 @@ class Session:
                 return None
             if kind is GetHistory:
                 return tuple(self.messages)
-            if kind is GetStatus:
-                return lifecycle.state.value, len(lifecycle.queue)
             if kind is Clear:
                 if lifecycle.state is State.IDLE:
                     return await self._clear()  # nothing to wait for: at once
