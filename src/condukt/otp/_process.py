@@ -946,7 +946,11 @@ class Server:
         return type(self).terminate is not Server.terminate
 
     async def init(self, *args: Any, **kwargs: Any) -> None:
-        """Set up state from the ``spawn`` arguments. Runs before ``spawn`` returns."""
+        """Set up state from the ``spawn`` arguments. Runs before ``spawn`` returns.
+
+        It runs in the starting task: cancelling the start cancels it, and
+        nothing is left running or registered. What it raises, ``spawn`` raises.
+        """
         if args or kwargs:
             raise TypeError(
                 f"{type(self).__name__}.init() takes no arguments; "
@@ -954,19 +958,33 @@ class Server:
             )
 
     async def handle_call(self, request: Any, caller: Caller) -> Any:
-        """Answer a :meth:`Handle.call`. The default crashes, as OTP does for an unknown call."""
+        """Answer a :meth:`Handle.call`. The default crashes, as OTP does for an unknown call.
+
+        The caller giving up (timeout, cancellation) does not cancel it: the
+        reply is dropped. Only the process stopping cancels it.
+        """
         raise UnhandledMessage(f"{type(self).__name__} does not handle call {request!r}")
 
     async def handle_cast(self, message: Any) -> None:
-        """Handle a :meth:`Handle.cast`. The default crashes, as OTP does."""
+        """Handle a :meth:`Handle.cast`. The default crashes, as OTP does.
+
+        Only the process stopping cancels it (a stop, a kill, a linked crash).
+        """
         raise UnhandledMessage(f"{type(self).__name__} does not handle cast {message!r}")
 
     async def handle_info(self, message: Any) -> None:
-        """Handle raw sends, :class:`Down`, :class:`Exit` and timers. The default drops them."""
+        """Handle raw sends, :class:`Down`, :class:`Exit` and timers. The default drops them.
+
+        Only the process stopping cancels it.
+        """
         logger.debug("%r dropped unexpected message %r", self.handle, message)
 
     async def terminate(self, reason: ExitReason) -> None:
-        """Clean up before the process exits; bounded by the ``shutdown`` budget."""
+        """Clean up before the process exits; bounded by the ``shutdown`` budget.
+
+        Shielded from the cancellation that stopped the process; cancelled
+        when the budget runs out or the process is killed.
+        """
 
     # ------------------------------------------------------------------ helpers
 
