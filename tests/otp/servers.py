@@ -114,3 +114,49 @@ def spec(
     return condukt.ChildSpec(
         child_id, Worker, (log, tag), kwargs, restart=restart, shutdown=shutdown, name=name
     )
+
+
+class Gate:
+    """What :class:`Flaky`'s next ``init`` does; tests change it between starts.
+
+    ``mode`` is ``"run"``, ``"fail"`` (raise :class:`Boom`) or ``"ignore"``
+    (return ``condukt.IGNORE``), each after ``delay`` seconds; the next
+    ``fail_next`` inits fail whatever the mode. ``inits`` lists the handle of
+    every incarnation whose ``init`` ran, ``failures`` counts the failed ones.
+    """
+
+    def __init__(self) -> None:
+        self.mode = "run"
+        self.delay = 0.0
+        self.fail_next = 0
+        self.inits: list[condukt.Handle] = []
+        self.failures = 0
+
+
+class Flaky(condukt.Server):
+    """A server whose ``init`` does what its :class:`Gate` says; answers ``"ping"``."""
+
+    async def init(self, gate: Gate) -> Any:
+        gate.inits.append(self.handle)
+        mode = gate.mode
+        if gate.fail_next:
+            gate.fail_next -= 1
+            mode = "fail"
+        if gate.delay:
+            await trio.sleep(gate.delay)
+        if mode == "fail":
+            gate.failures += 1
+            raise Boom("init")
+        if mode == "ignore":
+            return condukt.otp.IGNORE
+        return None
+
+    async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+        if request == "ping":
+            return "pong"
+        return await super().handle_call(request, caller)
+
+
+def flaky(child_id: Any, gate: Gate, **kwargs: Any) -> condukt.ChildSpec:
+    """A :class:`Flaky` child spec registered under its id (keywords go to ``ChildSpec``)."""
+    return condukt.ChildSpec(child_id, Flaky, (gate,), name=child_id, **kwargs)

@@ -189,11 +189,56 @@ class FailingTerminate(condukt.Server):
         raise Boom("terminate")
 
 
-async def test_terminate_raising_turns_a_clean_exit_into_a_crash(autojump_clock: Any) -> None:
+class FailingTerminateOnStop(condukt.Server):
+    """Stops itself with the reason it is cast; its ``terminate`` then raises."""
+
+    async def handle_cast(self, message: Any) -> None:
+        if isinstance(message, BaseException):
+            raise message
+        self.stop(message)
+
+    async def terminate(self, reason: condukt.ExitReason) -> None:
+        raise Boom(f"terminate after {reason!r}")
+
+
+async def test_stop_raises_when_terminate_raises(autojump_clock: Any) -> None:
+    # OTP: gen_server:stop fails with the error terminate raised.
     async with condukt.open_node() as node:
         h = await node.spawn(FailingTerminate)
-        await h.stop("normal")
+        with pytest.raises(condukt.CallError) as info:
+            await h.stop("normal")
+        assert not h.alive
         assert isinstance(h.exit_reason, Boom) and str(h.exit_reason) == "terminate"
+        assert info.value.reason is h.exit_reason and info.value.__cause__ is h.exit_reason
+        with pytest.raises(condukt.NoProc):
+            await h.stop()
+
+
+async def test_stop_returns_when_the_process_stops_cleanly_or_is_cut_short(autojump_clock: Any) -> None:
+    log: Log = []
+    async with condukt.open_node() as node:
+        error = Boom("as requested")
+        h = await node.spawn(Worker, log, "a")
+        await h.stop(error)  # the reason asked for is an exception: not a failure
+        assert h.exit_reason is error
+        slow = await node.spawn(Worker, log, "slow", hang_terminate=True)
+        await slow.stop("normal", timeout=1.0)  # cut short: "killed", and stop returns
+        assert slow.exit_reason == "killed"
+
+
+@pytest.mark.parametrize(
+    "reason", ["normal", "shutdown", ("shutdown", "some_info"), ("custom", 1), Boom("crash")]
+)
+async def test_a_crash_of_terminate_becomes_the_exit_reason(reason: Any, autojump_clock: Any) -> None:
+    # OTP: whatever the reason was (a custom one, a crash), the crash of
+    # terminate is the exit reason the world sees.
+    async with condukt.open_node() as node:
+        h = await node.spawn(FailingTerminateOnStop)
+        async with node.monitor(h) as monitor:
+            await h.cast(reason)
+            down = await monitor.wait()
+        assert isinstance(down.reason, Boom) and str(down.reason) == f"terminate after {reason!r}"
+        assert h.exit_reason is down.reason
 
 
 async def test_wait_returns_the_exit_reason(autojump_clock: Any) -> None:

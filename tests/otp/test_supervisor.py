@@ -9,7 +9,7 @@ import trio
 
 import condukt
 
-from .servers import Boom, Log, Worker, events, settle, spec
+from .servers import Boom, Gate, Log, Worker, events, flaky, settle, spec
 
 
 def lifecycle(log: Log) -> list[tuple[Any, ...]]:
@@ -124,6 +124,61 @@ async def test_one_for_all_does_not_restart_temporary_siblings(autojump_clock: A
         assert [cid for cid, _ in sup.which_children()] == ["b", "c"]
 
 
+async def test_one_for_all_restarts_everyone_again_when_a_restart_fails(autojump_clock: Any) -> None:
+    # OTP's one_for_all_other_child_fails_restart: child 1 was restarted, child
+    # 2 then failed to start; the retry stops the new child 1 and starts both.
+    g1, g2 = Gate(), Gate()
+    async with condukt.open_node() as node:
+        sup = await node.start_supervisor([flaky("c1", g1), flaky("c2", g2)], strategy="one_for_all")
+        g2.fail_next = 1
+        g1.inits[0].kill()
+        await settle()
+        assert len(g1.inits) == 3 and len(g2.inits) == 3  # first start, failed restart, retry
+        assert g1.inits[1].exit_reason == "shutdown"  # restarted, then stopped for the retry
+        assert isinstance(g2.inits[1].exit_reason, Boom)  # failed in init
+        assert sup.which_children() == [("c1", g1.inits[2]), ("c2", g2.inits[2])]
+        assert all(h.alive for _, h in sup.which_children())  # type: ignore[union-attr]
+
+
+async def test_rest_for_one_retries_from_the_child_that_failed_to_start(autojump_clock: Any) -> None:
+    # OTP's rest_for_one_other_child_fails_restart: the retry restarts the
+    # child that failed and those after it, not the one before.
+    g1, g2, g3 = Gate(), Gate(), Gate()
+    async with condukt.open_node() as node:
+        sup = await node.start_supervisor(
+            [flaky("c1", g1), flaky("c2", g2), flaky("c3", g3)], strategy="rest_for_one"
+        )
+        g2.fail_next = 1
+        g1.inits[0].kill()
+        await settle()
+        assert [len(g.inits) for g in (g1, g2, g3)] == [2, 3, 2]
+        assert g3.inits[0].exit_reason == "shutdown"  # stopped with the first restart
+        assert sup.which_children() == [("c1", g1.inits[1]), ("c2", g2.inits[2]), ("c3", g3.inits[1])]
+
+
+async def test_children_after_one_that_failed_to_restart_wait_stopped(autojump_clock: Any) -> None:
+    g1, g2, g3 = Gate(), Gate(), Gate()
+    async with condukt.open_node() as node:
+        sup = await node.start_supervisor(
+            [flaky("c1", g1), flaky("c2", g2), flaky("c3", g3)],
+            strategy="one_for_all",
+            max_restarts=10,
+            max_seconds=60.0,
+        )
+        g2.mode, g2.delay = "fail", 1.0
+        g1.inits[0].kill()
+        await trio.sleep(1.5)  # c1 restarted, c2 failed once, the retry began
+        assert len(g3.inits) == 1  # c3 was stopped and not started yet
+        with pytest.raises(condukt.otp.ChildRestarting):
+            await sup.restart_child("c3")  # part of the restart under way
+        await sup.terminate_child("c2")  # its init is cancelled; the restart goes on without it
+        await settle()
+        assert sup.which_children() == [("c1", g1.inits[-1]), ("c2", None), ("c3", g3.inits[-1])]
+        assert len(g3.inits) == 2 and g3.inits[-1].alive and g1.inits[-1].alive
+        assert g2.inits[-1].exit_reason == "shutdown"
+        assert sup.alive
+
+
 # --------------------------------------------------------------------------- restart types
 
 
@@ -139,9 +194,13 @@ async def test_one_for_all_does_not_restart_temporary_siblings(autojump_clock: A
         ("temporary", "normal", False),
         ("temporary", "crash", False),
         ("temporary", "shutdown", False),
+        # OTP's {shutdown, Term}: a clean stop that says why.
+        ("permanent", ("shutdown", "some_info"), True),
+        ("transient", ("shutdown", "some_info"), False),
+        ("temporary", ("shutdown", "some_info"), False),
     ],
 )
-async def test_restart_types(restart: Any, how: str, restarted: bool, autojump_clock: Any) -> None:
+async def test_restart_types(restart: Any, how: Any, restarted: bool, autojump_clock: Any) -> None:
     log: Log = []
     async with condukt.open_node() as node:
         sup = await node.start_supervisor([spec("w", log, restart=restart)])
@@ -167,6 +226,26 @@ async def test_restart_types(restart: Any, how: str, restarted: bool, autojump_c
             expected = [] if restart == "temporary" else [("w", None)]
             assert sup.which_children() == expected
         assert sup.alive
+
+
+@pytest.mark.parametrize(
+    ("reason", "clean"),
+    [
+        ("normal", True),
+        ("shutdown", True),
+        (("shutdown", "some_info"), True),
+        (("shutdown", {"why": "draining"}), True),
+        (("shutdown",), False),
+        (("shutdown", 1, 2), False),
+        (("normal", "x"), False),
+        ("killed", False),
+        (Boom(), False),
+        (None, False),
+    ],
+)
+def test_is_shutdown_exit(reason: Any, clean: bool) -> None:
+    assert condukt.otp.is_shutdown_exit(reason) is clean
+    assert condukt.otp.is_normal_exit(reason) is (reason == "normal")
 
 
 async def test_restarted_child_gets_the_same_arguments(autojump_clock: Any) -> None:

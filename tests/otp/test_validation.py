@@ -206,3 +206,25 @@ async def test_cancelled_start_supervisor_leaves_nothing(autojump_clock: Any) ->
         assert node.process_count == 0
         assert node.registered() == []
         await node.start_supervisor([spec("a", log)], name="app")
+
+
+async def test_a_supervisor_killed_during_its_init_fails_its_start(autojump_clock: Any) -> None:
+    # Its init (starting the children) runs in its own task; the starter must
+    # not wait forever for an init that was cut short by someone else.
+    log: Log = []
+    async with condukt.open_node() as node:
+
+        async def kill_it() -> None:
+            await trio.sleep(1)
+            sup = node.whereis("app")
+            assert sup is not None and sup.alive
+            sup.kill()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(kill_it)
+            with trio.fail_after(2), pytest.raises(condukt.CallError) as info:
+                await node.start_supervisor(
+                    [spec("a", log), condukt.ChildSpec("slow", SlowInit, (log, "slow"))], name="app"
+                )
+        assert info.value.reason == "killed"
+        assert node.process_count == 0 and node.registered() == []

@@ -27,6 +27,7 @@ from ._errors import (
     CallingSelf,
     CallTimeout,
     ChildNotFound,
+    ChildRestarting,
     ChildRunning,
     ConduktError,
     MailboxFull,
@@ -37,12 +38,13 @@ from ._errors import (
 from ._node import Monitor, Node, current_node, open_node
 from ._process import DEFAULT_MAILBOX_SIZE, Caller, Handle, MonitorRef, Server, TimerRef, UnhandledMessage
 from ._pubsub import Subscription
-from ._signals import NO_REPLY, Down, Exit, ExitReason, is_normal_exit, is_shutdown_exit
+from ._signals import IGNORE, NO_REPLY, Down, Exit, ExitReason, is_normal_exit, is_shutdown_exit
 from ._supervisor import Supervisor, SupervisorHandle
 
 __all__ = [
     "DEFAULT_MAILBOX_SIZE",
     "DEFAULT_SHUTDOWN",
+    "IGNORE",
     "NO_REPLY",
     "CallError",
     "CallTimeout",
@@ -50,6 +52,7 @@ __all__ = [
     "CallingSelf",
     "ChildCounts",
     "ChildNotFound",
+    "ChildRestarting",
     "ChildRunning",
     "ChildSpec",
     "ConduktError",

@@ -11,13 +11,14 @@ import trio
 from trio.lowlevel import current_task, wait_task_rescheduled
 
 from ._errors import NoProc
-from ._process import _RUNNING, DEFAULT_MAILBOX_SIZE, Handle, Process, Server
+from ._process import _BOOTING, _RUNNING, DEFAULT_MAILBOX_SIZE, Handle, Process, Server
+from ._signals import IGNORE
 from ._spawnable import H, H_co, Spawnable
 
 if TYPE_CHECKING:
     from ._node import Node
 
-__all__ = ["ChildCounts", "ChildSpec", "RestartType", "start_process"]
+__all__ = ["ChildCounts", "ChildSpec", "RestartType", "start_detached", "start_process"]
 
 RestartType = Literal["permanent", "transient", "temporary"]
 _RESTART_TYPES = ("permanent", "transient", "temporary")
@@ -62,7 +63,8 @@ class ChildSpec(Generic[H_co]):
     ``start(*args, **kwargs)`` names the :class:`Server` subclass and the
     arguments of its ``init``. ``restart`` is ``"permanent"`` (always
     restarted), ``"transient"`` (restarted only after an exit other than
-    ``"normal"``/``"shutdown"``) or ``"temporary"`` (never). ``shutdown`` is
+    ``"normal"``, ``"shutdown"`` or ``("shutdown", detail)``) or
+    ``"temporary"`` (never). ``shutdown`` is
     how many seconds ``terminate`` gets when the supervisor stops the child,
     ``"brutal_kill"`` to kill it without ``terminate``, or ``"infinity"``;
     ``None`` means 5 s for workers and ``"infinity"`` for supervisors, as in
@@ -174,6 +176,8 @@ async def start_process(
     whatever ``init`` raised, with nothing left running or registered; the
     same holds when the start is cancelled (a supervisor's ``init`` is
     cancelled and the children it started are stopped before this returns).
+    When ``init`` returns :data:`IGNORE`, the returned handle has already
+    exited with reason ``"normal"`` (and ``parent`` hears nothing).
     """
     # ``spec.start`` is a Server subclass (validated) whose ``handle_class``
     # the type checker saw as ``type[H]`` (see ``Spawnable``). Plain ``Any``
@@ -207,7 +211,7 @@ async def start_process(
             proc._exit("shutdown", notify=False)
             raise NoProc("the supervisor is shutting down") from None
         try:
-            await wait_task_rescheduled(proc._abort_init_wait)
+            result = await wait_task_rescheduled(proc._abort_init_wait)
         except BaseException:
             # ``init`` failed, or the start was cancelled and the process told
             # to shut down (``_abort_init_wait``): wait until it is gone, its
@@ -215,18 +219,74 @@ async def start_process(
             with trio.CancelScope(shield=True):
                 await handle.wait()
             raise
+        if result is IGNORE:
+            with trio.CancelScope(shield=True):
+                await handle.wait()  # it exits "normal" at once, nothing started
         return handle
     try:
-        await server.boot(*spec.args, **spec.kwargs)
+        result = await server.boot(*spec.args, **spec.kwargs)
     except BaseException as exc:
         proc._init_task = None
         proc._exit(exc if isinstance(exc, Exception) else "killed", notify=False)
         raise
     proc._init_task = None
+    if result is IGNORE:
+        proc._exit("normal", notify=False)
+        return handle
     proc._state = _RUNNING
     try:
         nursery.start_soon(proc._main)
     except RuntimeError:
         proc._exit("shutdown", notify=False)
         raise NoProc("the supervisor is shutting down") from None
+    return handle
+
+
+def start_detached(
+    node: Node,
+    spec: ChildSpec[H],
+    *,
+    nursery: trio.Nursery,
+    parent: Handle,
+    key: Any = None,
+) -> H:
+    """Create a process from ``spec`` whose ``init`` runs in its own task, in ``nursery``; returns at once.
+
+    A supervisor's restarts use it so that a slow ``init`` never holds up
+    its mailbox. ``parent`` gets exactly one ``ChildStarted(handle, failure,
+    key)``: ``failure`` is ``None`` once ``init`` returned (the process then
+    runs, and its exit is a ``ChildExited`` as for :func:`start_process`),
+    :data:`IGNORE`, or why it did not start (the exception ``init`` raised,
+    :class:`NameTaken`, a stop or kill during ``init``). Synchronous; never
+    raises for a failed start. ``parent`` hears nothing while it is stopping.
+    """
+    start: Any = spec.start
+    cls: type[Server] = start
+    name = spec.name
+    made: Any = cls.handle_class(node, cls, name)
+    handle: H = made
+    server = cls()
+    server.handle = handle
+    mailbox_size = spec.mailbox_size
+    proc = Process(
+        handle,
+        server,
+        DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size,
+        spec.shutdown_timeout,
+        parent,
+        key,
+    )
+    proc._state = _BOOTING
+    proc._boot_args = (spec.args, dict(spec.kwargs))
+    node._process_count += 1
+    if name is not None:
+        try:
+            node._register(name, handle)
+        except Exception as exc:  # NameTaken: a failed start like any other
+            proc._exit(exc)
+            return handle
+    try:
+        nursery.start_soon(proc._main)
+    except RuntimeError:
+        proc._exit("shutdown")  # the parent is shutting down and hears nothing
     return handle

@@ -8,7 +8,7 @@ from typing import Any
 from ._child_spec import ChildCounts, ChildSpec, start_process, validate_intensity
 from ._errors import ChildNotFound, NoProc, TooManyChildren
 from ._process import Handle
-from ._signals import ExitReason
+from ._signals import IGNORE, ExitReason
 from ._spawnable import H
 from ._supervisor_base import (
     RestartIntensity,
@@ -22,6 +22,19 @@ from ._supervisor_base import (
 __all__ = ["DynamicSupervisor", "DynamicSupervisorHandle"]
 
 logger = logging.getLogger("condukt.otp")
+
+
+class _Restarting:
+    """A child being restarted, filed under the handle of the incarnation that exited."""
+
+    __slots__ = ("old", "spec", "stamp", "starting")
+
+    def __init__(self, spec: ChildSpec, old: Handle) -> None:
+        self.spec = spec
+        self.old = old
+        #: The incarnation whose ``init`` runs in the background, if any.
+        self.starting: Handle | None = None
+        self.stamp = 0.0
 
 
 class DynamicSupervisorHandle(Handle):
@@ -41,15 +54,17 @@ class DynamicSupervisorHandle(Handle):
         """Start a child from ``spec`` (its ``id`` is ignored); returns its handle.
 
         The handle's type is ``spec.start.handle_class`` (type checkers see
-        it too). Runs the child's ``init`` in the calling task.
+        it too). Runs the child's ``init`` in the calling task. If ``init``
+        returns :data:`IGNORE`, the handle has already exited (``alive`` is
+        ``False``) and the supervisor keeps nothing (Elixir's ``:ignore``).
 
         Cancellation: a start cancelled while ``init`` runs leaves nothing
         running or registered (``init`` is cancelled with it).
 
         Raises ``TypeError`` for a non-spec, :class:`TooManyChildren` at
-        ``max_children``, :class:`NoProc` if the supervisor is not running
-        (or began shutting down while the child started), and whatever the
-        child's ``init`` raised.
+        ``max_children`` (children being restarted count), :class:`NoProc`
+        if the supervisor is not running (or began shutting down while the
+        child started), and whatever the child's ``init`` raised.
         """
         if not isinstance(spec, ChildSpec):
             raise TypeError(f"expected a ChildSpec, got {spec!r}")
@@ -58,32 +73,45 @@ class DynamicSupervisorHandle(Handle):
     async def terminate_child(self, child: Handle) -> None:
         """Stop ``child`` for good (no restart) and wait until it has exited.
 
+        ``child`` may also be the (dead) handle of a child the supervisor is
+        restarting: the restart stops, an ``init`` under way is cancelled.
+
         Cancellation: cancelling the caller only stops the waiting; the
         child still stops and is not restarted. Raises :class:`ChildNotFound`
-        if it is not a running child of this supervisor, :class:`NoProc` if
-        the supervisor is not alive.
+        if it is neither a running child of this supervisor nor one being
+        restarted, :class:`NoProc` if the supervisor is not alive.
         """
         sup = self._sup()
         spec = sup._children.pop(child, None)
-        if spec is None:
+        if spec is not None:
+            await stop_child(child, spec)
+            return
+        restarting = sup._restarting.pop(child, None)
+        if restarting is None:
             raise ChildNotFound(f"{child!r} is not a child of {self!r}")
-        await stop_child(child, spec)
+        sup._intensity.release(restarting)
+        starting, restarting.starting = restarting.starting, None
+        if starting is not None:
+            await stop_child(starting, restarting.spec)
 
     def count_children(self) -> ChildCounts:
-        """How many children run, and how many of them are supervisors.
+        """How many children there are (``specs``, counting those being restarted), run (``active``), supervise.
 
         Synchronous. Raises :class:`NoProc` once the supervisor has exited.
         """
-        children = self._sup()._children
-        sups = sum(1 for spec in children.values() if spec.is_supervisor)
+        sup = self._sup()
+        specs = [*sup._children.values(), *(r.spec for r in sup._restarting.values())]
+        sups = sum(1 for spec in specs if spec.is_supervisor)
         return ChildCounts(
-            specs=len(children), active=len(children), supervisors=sups, workers=len(children) - sups
+            specs=len(specs), active=len(sup._children), supervisors=sups, workers=len(specs) - sups
         )
 
     def which_children(self) -> list[tuple[None, Handle]]:
         """``(None, handle)`` for every running child, in start order.
 
-        Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        Children being restarted are not listed (``count_children`` counts
+        them). Synchronous. Raises :class:`NoProc` once the supervisor has
+        exited.
         """
         return [(None, handle) for handle in self._sup()._children]
 
@@ -91,10 +119,13 @@ class DynamicSupervisorHandle(Handle):
 class DynamicSupervisor(SupervisorBase):
     """A supervisor for children started on demand, all alike (one_for_one).
 
-    Restart types and intensity work as for :class:`Supervisor`. On exit all
-    children are asked to stop at once and the supervisor waits for all of
-    them (as Elixir's ``DynamicSupervisor`` does); the node's root supervisor
-    instead stops them one by one in reverse start order.
+    Restart types and intensity work as for :class:`Supervisor`: each
+    restart runs the child's ``init`` in the background (several children
+    may restart at once), a failed one is tried again, and every attempt
+    counts. On exit all children are asked to stop at once and the
+    supervisor waits for all of them (as Elixir's ``DynamicSupervisor``
+    does); the node's root supervisor instead stops them one by one in
+    reverse start order.
     """
 
     handle_class = DynamicSupervisorHandle
@@ -116,6 +147,7 @@ class DynamicSupervisor(SupervisorBase):
         self._intensity = RestartIntensity(max_restarts, max_seconds)
         self._ordered_shutdown = ordered_shutdown
         self._children: dict[Handle, ChildSpec] = {}
+        self._restarting: dict[Handle, _Restarting] = {}
         self._starting = 0
 
     async def _start_child(self, spec: ChildSpec[H]) -> H:
@@ -124,7 +156,7 @@ class DynamicSupervisor(SupervisorBase):
         if proc is None or proc._stop is not None:
             raise NoProc(f"{me!r} is not running")
         limit = self._max_children
-        if limit is not None and len(self._children) + self._starting >= limit:
+        if limit is not None and len(self._children) + len(self._restarting) + self._starting >= limit:
             raise TooManyChildren(f"{me!r} already runs max_children={limit} children")
         nursery = proc._nursery
         assert nursery is not None  # opened before init, kept until the process is dead
@@ -139,20 +171,50 @@ class DynamicSupervisor(SupervisorBase):
             if child is not None:
                 child._request_exit("shutdown", terminate=True, timeout=spec.shutdown_timeout)
             raise NoProc(f"{me!r} shut down while the child started")
-        self._children[handle] = spec
+        if handle.alive:  # else its init returned IGNORE
+            self._children[handle] = spec
         return handle
+
+    # ------------------------------------------------------------------ restarts
 
     async def _child_exited(self, handle: Handle, reason: ExitReason, key: Any) -> None:
         spec = self._children.pop(handle, None)
         if spec is None or not needs_restart(spec.restart, reason):
             return
-        new = await self._restart(self._start_child, spec)
-        if new is not None:
-            logger.debug("%r restarted %r as %r", self.handle, handle, new)
+        restarting = self._restarting[handle] = _Restarting(spec, handle)
+        self._attempt(restarting)
+
+    def _attempt(self, restarting: _Restarting) -> None:
+        """One restart attempt, counted; its ``init`` runs in the background."""
+        stamp = self._allow_restart()
+        if stamp is None:
+            return
+        restarting.stamp = stamp
+        restarting.starting = self._spawn(restarting.spec, restarting)
+
+    async def _child_started(self, handle: Handle, failure: ExitReason, key: Any) -> None:
+        restarting = key
+        if not isinstance(restarting, _Restarting) or restarting.starting is not handle:
+            return  # terminated during its init
+        restarting.starting = None
+        if failure is not None and failure is not IGNORE:
+            self._start_failed(failure)
+            self._intensity.hold(restarting, restarting.stamp)
+            self._attempt(restarting)  # tried again; OTP retries through a message to itself
+            return
+        del self._restarting[restarting.old]
+        self._intensity.release(restarting)
+        if failure is None:
+            self._children[handle] = restarting.spec
+            logger.debug("%r restarted %r as %r", self.handle, restarting.old, handle)
 
     async def terminate(self, reason: ExitReason) -> None:
         children = list(self._children.items())
         self._children.clear()
+        for restarting in self._restarting.values():
+            if restarting.starting is not None:
+                children.append((restarting.starting, restarting.spec))
+        self._restarting.clear()
         if self._ordered_shutdown:
             for handle, spec in reversed(children):
                 await stop_child(handle, spec)

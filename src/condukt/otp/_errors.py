@@ -13,6 +13,7 @@ __all__ = [
     "CallTimeout",
     "CallingSelf",
     "ChildNotFound",
+    "ChildRestarting",
     "ChildRunning",
     "ConduktError",
     "MailboxFull",
@@ -39,10 +40,14 @@ class CallTimeout(ConduktError, TimeoutError):
 
 
 class CallError(ConduktError):
-    """The server exited while the call was pending.
+    """The server exited while the call was pending (or exited unexpectedly).
 
     ``reason`` is the exit reason: ``"normal"``, ``"shutdown"``, ``"killed"``
     or the exception that crashed the server (also set as ``__cause__``).
+    Also raised by ``Handle.stop`` when the process exited with an exception
+    instead of the requested reason (its ``terminate`` raised), and by a
+    start when the process was stopped or killed by someone else during its
+    ``init``.
     """
 
     def __init__(self, reason: Any, message: str | None = None) -> None:
@@ -76,3 +81,13 @@ class ChildNotFound(ConduktError, LookupError):
 
 class ChildRunning(ConduktError):
     """The operation needs the child stopped first (``restart_child``, ``delete_child``)."""
+
+
+class ChildRestarting(ChildRunning):
+    """The child is being restarted by its supervisor (OTP's ``{error, restarting}``).
+
+    Raised by ``restart_child`` and ``delete_child`` while a restart of that
+    child is due or under way (its ``init`` keeps failing, say);
+    ``terminate_child`` stops the restarting for good. A
+    :class:`ChildRunning`: the operation needs the child stopped first.
+    """

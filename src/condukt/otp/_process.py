@@ -38,7 +38,7 @@ from trio.lowlevel import (
 )
 
 from ._errors import CallError, CallingSelf, CallTimeout, ConduktError, MailboxFull, NoProc
-from ._signals import NO_REPLY, ChildExited, Down, Exit, ExitReason, is_normal_exit
+from ._signals import IGNORE, NO_REPLY, ChildExited, ChildStarted, Down, Exit, ExitReason, is_normal_exit
 from ._timers import Timed
 
 if TYPE_CHECKING:
@@ -65,7 +65,9 @@ DEFAULT_MAILBOX_SIZE: Final = 1024
 _BATCH: Final = 64
 
 _CALL, _CAST, _INFO = 0, 1, 2
-_STARTING, _RUNNING, _DEAD = 0, 1, 2
+# _BOOTING: started in the background (``start_detached``): ``init`` runs in
+# the process's own task and the parent hears the outcome as ``ChildStarted``.
+_STARTING, _RUNNING, _DEAD, _BOOTING = 0, 1, 2, 3
 
 
 class UnhandledMessage(ConduktError):
@@ -389,8 +391,14 @@ class Handle:
         Cancellation: cancelling the caller only stops the waiting; the
         process still exits as requested.
 
-        Raises :class:`NoProc` if the process is not alive and
-        :class:`CallingSelf` from the process's own loop (use ``Server.stop``).
+        Raises :class:`NoProc` if the process is not alive,
+        :class:`CallingSelf` from the process's own loop (use ``Server.stop``),
+        and :class:`CallError` when the process exited with an exception
+        rather than the requested reason: its ``terminate`` raised (or it
+        crashed before the stop took effect). ``.reason`` (and
+        ``__cause__``) is that exception, as OTP's ``gen_server:stop`` fails
+        with it. A ``terminate`` cut short by ``timeout`` is not an error: the
+        reason is then ``"killed"`` and ``stop`` returns.
         """
         proc = self._process
         if proc is None:
@@ -404,6 +412,9 @@ class Handle:
         assert not isinstance(timeout, str), "timeout must be seconds or None"
         proc._request_exit(reason, terminate=True, timeout=timeout)
         await self.wait()
+        exited = self._exit_reason
+        if isinstance(exited, BaseException) and exited is not reason:
+            raise CallError(exited, f"{self!r} did not stop cleanly: {exited!r}") from exited
 
     def kill(self) -> None:
         """Kill the process at once, without ``terminate`` (OTP's ``exit(Pid, kill)``).
@@ -697,6 +708,11 @@ class Process:
         reason: ExitReason
         try:
             with self._scope:
+                if self._state == _BOOTING:
+                    # ``reason``, not a new local: every idle process keeps this frame.
+                    reason = await self._boot_here()
+                    if reason is not None:
+                        return reason
                 if self._pending is not None or await self._serve():
                     async with trio.open_nursery() as nursery:
                         self._nursery = nursery
@@ -712,6 +728,8 @@ class Process:
             self._nursery = None
         stop = self._stop
         assert stop is not None
+        if self._state == _BOOTING:
+            return stop[0]  # stopped or killed during init: no terminate
         return await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
 
     async def _main_supervising(self) -> tuple[ExitReason, bool]:
@@ -727,8 +745,9 @@ class Process:
                         init_error = await self._init_in_task()
                         if init_error is not None:
                             nursery.cancel_scope.cancel()
-                            return init_error, False
-                        self._state = _RUNNING
+                            # A background start tells its parent (ChildStarted).
+                            return init_error, self._state == _BOOTING
+                        self._running()
                         await self._serve()
                 except BaseException as exc:
                     if _only_cancelled(exc) or not isinstance(exc, Exception):
@@ -757,23 +776,66 @@ class Process:
             self._stop = (reason, True, self._shutdown)
         return reason
 
-    async def _init_in_task(self) -> BaseException | None:
-        waiter = self._init_task
+    async def _init_in_task(self) -> Any:
+        """Run ``boot`` in the process's own task and tell a waiting starter how it went.
+
+        Returns ``None`` when the process is to run, :data:`IGNORE`, or the
+        exception ``boot`` raised. A cancellation (a stop, kill or exit
+        signal during ``init``) is re-raised after the starter is told.
+        """
         server = self._server
         assert server is not None
         args, kwargs = self._boot_args or ((), {})
         self._boot_args = None
+        # The starter is read afterwards: a cancelled starter withdrew itself
+        # (``_abort_init_wait``) and must not be woken again.
         try:
-            await server.boot(*args, **kwargs)
+            result = await server.boot(*args, **kwargs)
         except Exception as exc:
-            if waiter is not None:
-                self._init_task = None
-                reschedule(waiter, outcome.Error(exc))
+            self._tell_starter(outcome.Error(exc))
             return exc
+        except BaseException:
+            if self._init_task is not None:
+                # Exiting during init at someone else's request: the starter
+                # must not wait forever for an init that will not finish.
+                stop = self._stop
+                reason = "killed" if stop is None else stop[0]
+                error = CallError(reason, f"{self._handle!r} exited during init: {reason!r}")
+                self._tell_starter(outcome.Error(error))
+            raise
+        if result is not IGNORE:
+            result = None
+        self._tell_starter(outcome.Value(result))
+        return result
+
+    def _tell_starter(self, result: outcome.Outcome[Any]) -> None:
+        waiter = self._init_task
         if waiter is not None:
             self._init_task = None
-            reschedule(waiter, outcome.Value(None))
-        return None
+            reschedule(waiter, result)
+
+    async def _boot_here(self) -> Any:
+        """A background start's ``init``, in this task: returns ``None`` (it runs) or why it does not.
+
+        The parent hears the outcome: ``ChildStarted`` at once when the
+        process runs, from :meth:`_exit` otherwise.
+        """
+        stop = self._stop
+        if stop is not None:
+            return stop[0]  # stopped before its task began
+        failure = await self._init_in_task()
+        if failure is None:
+            self._running()
+        return failure
+
+    def _running(self) -> None:
+        """``init`` succeeded: serve from now on; a background start reports it to its parent."""
+        if self._state == _BOOTING:
+            parent = self._parent
+            supervisor = None if parent is None else parent._process
+            if supervisor is not None and supervisor._stop is None:
+                supervisor._put(_INFO, ChildStarted(self._handle, None, self._child_key))
+        self._state = _RUNNING
 
     def _abort_init_wait(self, raise_cancel: Any) -> Abort:
         # The starter was cancelled: nobody will learn this handle, so the
@@ -793,9 +855,10 @@ class Process:
             try:
                 await server.terminate(reason)
             except Exception as exc:
+                # As in OTP: whatever the reason was, the exit reason is now
+                # the crash of terminate.
                 logger.error("%r: terminate(%r) raised", self._handle, reason, exc_info=exc)
-                if isinstance(reason, str) and reason in ("normal", "shutdown"):
-                    reason = exc
+                reason = exc
         self._term_scope = None
         if scope.cancelled_caught:
             return "killed"
@@ -810,9 +873,13 @@ class Process:
 
     def _exit(self, reason: ExitReason, *, notify: bool = True) -> None:
         """Mark the process dead and tell everyone who asked. Synchronous, never raises."""
-        if self._state == _DEAD:
+        state = self._state
+        if state == _DEAD:
             return
         self._state = _DEAD
+        report = reason
+        if reason is IGNORE:
+            reason = "normal"
         handle = self._handle
         handle._process = None
         handle._exit_reason = reason
@@ -851,7 +918,10 @@ class Process:
             supervisor = parent._process
             # A stopping supervisor ignores exits of the children it is stopping.
             if supervisor is not None and supervisor._stop is None:
-                supervisor._put(_INFO, ChildExited(handle, reason, self._child_key))
+                if state == _BOOTING:  # it never ran: the outcome of its background start
+                    supervisor._put(_INFO, ChildStarted(handle, report, self._child_key))
+                else:
+                    supervisor._put(_INFO, ChildExited(handle, reason, self._child_key))
         if self._dead_event is not None:
             self._dead_event.set()
         self._server = None
@@ -896,20 +966,24 @@ class Server:
     Start one with ``await node.spawn(MyServer, *args, **kwargs)`` or a
     :class:`ChildSpec`; ``init(*args, **kwargs)`` runs before ``spawn``
     returns (an exception there is raised by ``spawn`` and nothing is left
-    running). Then the process serves its mailbox one message at a time:
+    running; returning :data:`IGNORE` leaves nothing running either, and
+    ``spawn`` returns a dead handle). Then the process serves its mailbox
+    one message at a time:
 
     * ``handle_call(request, caller)`` -> the reply (or :data:`NO_REPLY`),
     * ``handle_cast(message)``,
     * ``handle_info(message)`` for raw sends, :class:`Down`, :class:`Exit`
       and ``send_after`` messages,
     * ``terminate(reason)`` when it stops, is stopped by its supervisor, is
-      killed by a link, or crashed in a callback (not after a failed ``init``
-      or a kill). OTP calls ``terminate`` on a supervisor's shutdown only for
-      processes trapping exits; condukt always does, within the ``shutdown``
-      budget, because Python code holds resources that want closing.
+      killed by a link, or crashed in a callback (not after a failed or
+      ignored ``init`` or a kill). OTP calls ``terminate`` on a supervisor's
+      shutdown only for processes trapping exits; condukt always does, within
+      the ``shutdown`` budget, because Python code holds resources that want
+      closing.
 
     An exception escaping a callback crashes the process with that exception
-    as its exit reason.
+    as its exit reason; one escaping ``terminate`` replaces the exit reason,
+    whatever it was (as in OTP).
     """
 
     #: The handle type ``spawn`` and ``start_child`` return for this class. A
@@ -924,17 +998,19 @@ class Server:
 
     handle: Handle
 
-    async def boot(self, *args: Any, **kwargs: Any) -> None:
+    async def boot(self, *args: Any, **kwargs: Any) -> Any:
         """Low-level hook for behaviours built on Server: what the runtime runs at start.
 
-        The default runs :meth:`init`. A behaviour (like ``condukt.Agent``)
-        overrides it to do its own set-up around its users' ``init``.
-        Application servers override ``init``, never this. Like ``init`` it
-        runs before the start returns and is cancelled with the start; what
-        it raises fails the start, with nothing left running. See
+        The default runs :meth:`init` and returns what it returned. A
+        behaviour (like ``condukt.Agent``) overrides it to do its own set-up
+        around its users' ``init``. Application servers override ``init``,
+        never this. Like ``init`` it runs before the start returns and is
+        cancelled with the start; what it raises fails the start, with
+        nothing left running; returning :data:`IGNORE` makes the start a
+        no-op (any other return value is ignored). See
         :mod:`condukt.otp.lowlevel`.
         """
-        await self.init(*args, **kwargs)
+        return await self.init(*args, **kwargs)
 
     def needs_terminate(self) -> bool:
         """Low-level hook: whether :meth:`terminate` has work to do at exit.
@@ -945,11 +1021,15 @@ class Server:
         """
         return type(self).terminate is not Server.terminate
 
-    async def init(self, *args: Any, **kwargs: Any) -> None:
+    async def init(self, *args: Any, **kwargs: Any) -> Any:
         """Set up state from the ``spawn`` arguments. Runs before ``spawn`` returns.
 
-        It runs in the starting task: cancelling the start cancels it, and
-        nothing is left running or registered. What it raises, ``spawn`` raises.
+        Return nothing to run. Return :data:`IGNORE` to not run after all
+        (OTP's ``ignore``): the process exits with reason ``"normal"``, no
+        ``terminate``, and the start returns its handle, already dead. Raise
+        to fail the start. It runs in the starting task: cancelling the start
+        cancels it, and nothing is left running or registered. (A supervisor's
+        restart runs it in the background instead; see docs/runtime.md.)
         """
         if args or kwargs:
             raise TypeError(
@@ -983,7 +1063,9 @@ class Server:
         """Clean up before the process exits; bounded by the ``shutdown`` budget.
 
         Shielded from the cancellation that stopped the process; cancelled
-        when the budget runs out or the process is killed.
+        when the budget runs out or the process is killed. What it raises is
+        logged and becomes the exit reason (OTP's rule), and makes a
+        ``Handle.stop`` waiting for this exit raise :class:`CallError`.
         """
 
     # ------------------------------------------------------------------ helpers

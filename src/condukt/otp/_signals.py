@@ -9,10 +9,11 @@ import attrs
 if TYPE_CHECKING:
     from ._process import Handle, MonitorRef
 
-__all__ = ["Down", "Exit", "ExitReason", "NO_REPLY", "is_normal_exit", "is_shutdown_exit"]
+__all__ = ["IGNORE", "NO_REPLY", "Down", "Exit", "ExitReason", "is_normal_exit", "is_shutdown_exit"]
 
-#: An exit reason: ``"normal"``, ``"shutdown"``, ``"killed"``, ``"noproc"``
-#: or the exception object that crashed the process.
+#: An exit reason: ``"normal"``, ``"shutdown"``, ``("shutdown", detail)``,
+#: ``"killed"``, ``"noproc"``, the exception object that crashed the process,
+#: or whatever was passed to ``stop``.
 ExitReason = Any
 
 
@@ -30,6 +31,24 @@ class _NoReply:
 #: with ``caller.reply(value)`` and keeps serving its mailbox meanwhile
 #: (OTP's ``{:noreply, state}`` followed by ``GenServer.reply/2``).
 NO_REPLY: Final = _NoReply()
+
+
+class _Ignore:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "condukt.IGNORE"
+
+    def __reduce__(self) -> str:
+        return "IGNORE"
+
+
+#: Returned from ``init`` to not start after all (OTP's ``ignore``): the
+#: start returns a handle that has already exited with reason ``"normal"``,
+#: without ``terminate``; nothing stays registered. A static supervisor keeps
+#: the spec of such a child (not running, not restarted; a temporary one is
+#: dropped); a dynamic supervisor forgets it.
+IGNORE: Final = _Ignore()
 
 
 @attrs.frozen
@@ -59,8 +78,19 @@ def is_normal_exit(reason: ExitReason) -> bool:
 
 
 def is_shutdown_exit(reason: ExitReason) -> bool:
-    """True for the reasons a ``transient`` child is *not* restarted after."""
-    return isinstance(reason, str) and reason in ("normal", "shutdown")
+    """True for the reasons a ``transient`` child is *not* restarted after.
+
+    ``"normal"``, ``"shutdown"`` and ``("shutdown", detail)`` for any
+    ``detail`` (OTP's ``{shutdown, Term}``: a clean stop that says why).
+    """
+    if isinstance(reason, str):
+        return reason == "normal" or reason == "shutdown"
+    return (
+        isinstance(reason, tuple)
+        and len(reason) == 2
+        and isinstance(reason[0], str)
+        and reason[0] == "shutdown"
+    )
 
 
 @attrs.frozen
@@ -73,4 +103,19 @@ class ChildExited:
 
     handle: Handle
     reason: ExitReason
+    key: Any = None
+
+
+@attrs.frozen
+class ChildStarted:
+    """Internal: how a child started in the background (``start_detached``) came out of ``init``.
+
+    ``failure`` is ``None`` when the child runs (a ``ChildExited`` follows
+    when it exits), :data:`IGNORE` when its ``init`` returned that, or the
+    reason it exited during ``init`` (the exception ``init`` raised, or the
+    reason of a stop or kill): then no ``ChildExited`` follows.
+    """
+
+    handle: Handle
+    failure: ExitReason
     key: Any = None

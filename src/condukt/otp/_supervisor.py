@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Any
 
 import trio
 
 from ._child_spec import ChildCounts, ChildSpec, start_process, validate_supervisor
-from ._errors import ChildNotFound, ChildRunning, NoProc
+from ._errors import ChildNotFound, ChildRestarting, ChildRunning, NoProc
 from ._process import Caller, Handle
-from ._signals import ExitReason
+from ._signals import IGNORE, ExitReason
 from ._spawnable import H
 from ._supervisor_base import RestartIntensity, SupervisorBase, needs_restart, stop_child, supervisor_of
 
@@ -18,19 +19,37 @@ __all__ = ["Supervisor", "SupervisorHandle"]
 
 
 class _Child:
-    __slots__ = ("handle", "spec")
+    __slots__ = ("handle", "restarting", "spec", "starting")
 
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
+        #: The running incarnation, or ``None``.
         self.handle: Handle | None = None
+        #: The incarnation whose ``init`` runs in the background (a restart).
+        self.starting: Handle | None = None
+        #: A restart of this child is due or under way (OTP's ``restarting``).
+        self.restarting = False
+
+
+class _Attempt:
+    """One restart under way: ``group`` started one member at a time, in order."""
+
+    __slots__ = ("group", "index", "stamp")
+
+    def __init__(self, group: list[_Child], stamp: float) -> None:
+        self.group = group
+        self.index = 0
+        self.stamp = stamp
 
 
 class SupervisorHandle(Handle):
     """The handle of a static :class:`Supervisor`.
 
     The inspection methods are synchronous; the others are calls into the
-    supervisor process, serialised with its restarts (``timeout=None`` by
-    default, because starting a child waits for that child's ``init``).
+    supervisor process (``timeout=None`` by default, because starting a
+    child waits for that child's ``init``). Restarts run their ``init`` in
+    the background, so these calls are answered while a child's restart
+    keeps failing.
     """
 
     __slots__ = ()
@@ -41,7 +60,9 @@ class SupervisorHandle(Handle):
     def which_children(self) -> list[tuple[Hashable, Handle | None]]:
         """``(id, handle or None)`` for every child spec, in start order.
 
-        Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        ``None``: not running (terminated, ignored, or being restarted: OTP's
+        ``undefined`` and ``restarting``). Synchronous. Raises
+        :class:`NoProc` once the supervisor has exited.
         """
         return [(c.spec.id, c.handle) for c in self._sup()._children]
 
@@ -63,10 +84,14 @@ class SupervisorHandle(Handle):
         """Add ``spec`` at the end and start it; returns the child's handle.
 
         The handle's type is ``spec.start.handle_class`` (type checkers see
-        it too). A call into the supervisor: cancellation and ``timeout``
+        it too). If the child's ``init`` returns :data:`IGNORE`, the handle
+        has already exited (``alive`` is ``False``) and the spec stays listed
+        as not running, unless it is temporary (OTP's ``{ok, undefined}``).
+        A call into the supervisor: cancellation and ``timeout``
         behave as for :meth:`Handle.call` (a start already under way
         completes and the child stays). Raises ``TypeError`` for a non-spec,
-        ``ValueError`` for a missing or duplicate id, whatever the child's
+        ``ValueError`` for a missing or duplicate id (OTP's
+        ``already_present``/``already_started``), whatever the child's
         ``init`` raised, and :class:`NoProc` or :class:`CallError` if the
         supervisor is not running.
         """
@@ -80,9 +105,11 @@ class SupervisorHandle(Handle):
     async def terminate_child(self, child_id: Hashable, *, timeout: float | None = None) -> None:
         """Stop a child for good (it stays listed; ``restart_child`` starts it again).
 
-        A temporary child's spec is removed, as in OTP. A call into the
-        supervisor (cancellation as for :meth:`Handle.call`: the stop, once
-        begun, completes). Raises :class:`ChildNotFound` for an unknown id.
+        A child being restarted is not restarted any more (an ``init`` under
+        way is cancelled), as in OTP. A temporary child's spec is removed,
+        as in OTP. A call into the supervisor (cancellation as for
+        :meth:`Handle.call`: the stop, once begun, completes). Raises
+        :class:`ChildNotFound` for an unknown id.
         """
         await self.call(("terminate_child", child_id), timeout=timeout)
 
@@ -90,9 +117,11 @@ class SupervisorHandle(Handle):
         """Start a terminated child again; returns its new handle.
 
         Typed as :class:`Handle`: an id does not say which class it starts.
-        A call into the supervisor (cancellation as for :meth:`Handle.call`).
-        Raises :class:`ChildNotFound` for an unknown id, :class:`ChildRunning`
-        if it runs, and whatever its ``init`` raised.
+        An ``init`` that returns :data:`IGNORE` gives a handle that has
+        already exited. A call into the supervisor (cancellation as for
+        :meth:`Handle.call`). Raises :class:`ChildNotFound` for an unknown
+        id, :class:`ChildRestarting` while the supervisor restarts it,
+        :class:`ChildRunning` if it runs, and whatever its ``init`` raised.
         """
         result: Handle = await self.call(("restart_child", child_id), timeout=timeout)
         return result
@@ -101,10 +130,13 @@ class SupervisorHandle(Handle):
         """Remove a terminated child's spec.
 
         A call into the supervisor (cancellation as for :meth:`Handle.call`).
-        Raises :class:`ChildNotFound` for an unknown id and
+        Raises :class:`ChildNotFound` for an unknown id,
+        :class:`ChildRestarting` while the supervisor restarts it, and
         :class:`ChildRunning` if it runs.
         """
         await self.call(("delete_child", child_id), timeout=timeout)
+
+
 
 
 class Supervisor(SupervisorBase):
@@ -119,11 +151,19 @@ class Supervisor(SupervisorBase):
     * ``rest_for_one``: the children started after it are stopped (reverse
       order) and restarted with it, in start order.
 
-    Temporary children are never restarted, not even as siblings. More than
-    ``max_restarts`` restarts within ``max_seconds`` make the supervisor stop
-    every child and exit with reason ``"shutdown"``, which its own supervisor
-    sees as an abnormal exit (OTP's escalation). On exit, children are
-    stopped in reverse start order, each within its ``shutdown`` budget.
+    Temporary children are never restarted, not even as siblings. A restart
+    runs each child's ``init`` in the background, one child after the other;
+    meanwhile the supervisor answers its API. When a child fails to start,
+    the restart is tried again the same way (with ``one_for_all``, the
+    children already restarted are stopped and all start again; with
+    ``rest_for_one``, from the child that failed), as in OTP. Every attempt
+    counts against the intensity: more than ``max_restarts`` attempts within
+    ``max_seconds`` make the supervisor stop every child and exit with
+    reason ``"shutdown"``, which its own supervisor sees as an abnormal exit
+    (OTP's escalation). Attempts that failed stay counted until the child
+    starts, so a child that cannot start brings the supervisor down however
+    slowly its ``init`` fails (unlike OTP). On exit, children are stopped in
+    reverse start order, each within its ``shutdown`` budget.
     """
 
     handle_class = SupervisorHandle
@@ -139,27 +179,38 @@ class Supervisor(SupervisorBase):
         self._strategy = strategy
         self._intensity = RestartIntensity(max_restarts, max_seconds)
         self._children: list[_Child] = [_Child(spec) for spec in specs]
-        for index, child in enumerate(self._children):
+        # Restarts due (OTP's try-again messages), and the one under way.
+        self._due: deque[_Child] = deque()
+        self._attempt: _Attempt | None = None
+        for child in list(self._children):
             try:
                 await self._start(child)
             except BaseException:
-                for started in reversed(self._children[:index]):
+                for started in reversed(self._children[: self._children.index(child)]):
                     await self._stop(started)
                 raise
 
     # ------------------------------------------------------------------ helpers
 
     async def _start(self, child: _Child) -> Handle:
+        """Start ``child`` now, its ``init`` in this task (initial starts and the API)."""
         me = self.handle
         proc = me._process
         nursery = None if proc is None else proc._nursery
         if nursery is None:
             raise NoProc(f"{me!r} is not running")
-        child.handle = await start_process(me._node, child.spec, nursery=nursery, parent=me, key=child)
-        return child.handle
+        handle = await start_process(me._node, child.spec, nursery=nursery, parent=me, key=child)
+        if handle.alive:
+            child.handle = handle
+        elif child.spec.restart == "temporary" and child in self._children:
+            self._children.remove(child)  # ignored: a temporary spec is not kept (OTP)
+        return handle
 
     async def _stop(self, child: _Child, *, shield: bool = True) -> None:
+        """Stop ``child``: its running incarnation, or the one still in ``init``."""
         handle, child.handle = child.handle, None  # its exit notice is now stale
+        if handle is None:
+            handle, child.starting = child.starting, None  # so is its start notice
         if handle is not None and handle.alive:
             with trio.CancelScope(shield=shield):
                 await stop_child(handle, child.spec)
@@ -169,6 +220,11 @@ class Supervisor(SupervisorBase):
             if child.spec.id == child_id:
                 return child
         raise ChildNotFound(f"no child {child_id!r} under {self.handle!r}")
+
+    def _not_restarting(self, child: _Child) -> None:
+        """``child`` is no longer restarted: drop it from the attempt under way, free its held attempts."""
+        child.restarting = False
+        self._intensity.release(child)
 
     # ------------------------------------------------------------------ callbacks
 
@@ -180,14 +236,20 @@ class Supervisor(SupervisorBase):
                     raise ValueError(f"duplicate child id {arg.id!r}")
                 child = _Child(arg)
                 handle = await self._start(child)
-                self._children.append(child)
+                if handle.alive or arg.restart != "temporary":
+                    self._children.append(child)
                 return handle
             child = self._find(arg)
             if op == "terminate_child":
+                if child.restarting:
+                    self._not_restarting(child)
                 await self._stop(child)
-                if child.spec.restart == "temporary":
+                if child.spec.restart == "temporary" and child in self._children:
                     self._children.remove(child)
+                await self._pump()  # the restart under way may have waited for this child
                 return None
+            if child.restarting:
+                raise ChildRestarting(f"child {arg!r} is being restarted")
             if child.handle is not None:
                 raise ChildRunning(f"child {arg!r} is running")
             if op == "restart_child":
@@ -203,6 +265,8 @@ class Supervisor(SupervisorBase):
     async def terminate(self, reason: ExitReason) -> None:
         # Not shielded: when the supervisor's own shutdown budget runs out,
         # the children not stopped yet are cancelled with it ("killed").
+        self._due.clear()
+        self._attempt = None
         for child in reversed(self._children):
             await self._stop(child, shield=False)
 
@@ -213,27 +277,96 @@ class Supervisor(SupervisorBase):
         if not isinstance(child, _Child) or child.handle is not handle:
             return  # we stopped it ourselves, or it was already replaced
         child.handle = None
-        restart = needs_restart(child.spec.restart, reason)
-        if child.spec.restart == "temporary":
-            self._children.remove(child)
-        if not restart:
+        if not needs_restart(child.spec.restart, reason):
+            if child.spec.restart == "temporary":
+                self._children.remove(child)
             return
-        if self._strategy == "one_for_one":
-            group = [child]
-        else:
-            index = self._children.index(child)
-            others = self._children if self._strategy == "one_for_all" else self._children[index + 1 :]
-            for other in reversed(others):
-                if other is not child and other.handle is not None:
-                    await self._stop(other)
-            for other in list(others):
-                if other is not child and other.spec.restart == "temporary":
-                    self._children.remove(other)
-            group = [c for c in self._children if c is child or c in others]
-        await self._restart(self._start_group, group)
+        self._restart_due(child)
+        await self._pump()
 
-    async def _start_group(self, group: list[_Child]) -> None:
-        """(Re)start the members of ``group`` that are not running and still listed, in order."""
-        for member in group:
-            if member.handle is None and member in self._children:
-                await self._start(member)
+    def _restart_due(self, child: _Child) -> None:
+        child.restarting = True
+        if child not in self._due:
+            self._due.append(child)
+
+    async def _child_started(self, handle: Handle, failure: ExitReason, key: Any) -> None:
+        child = key
+        if not isinstance(child, _Child) or child.starting is not handle:
+            return  # we stopped it during its init
+        child.starting = None
+        attempt = self._attempt
+        assert attempt is not None and attempt.group[attempt.index] is child
+        if failure is None:
+            child.handle = handle
+            self._not_restarting(child)
+        elif failure is IGNORE:
+            self._not_restarting(child)
+            if child.spec.restart == "temporary":
+                self._children.remove(child)
+        else:
+            # OTP: the child stays "restarting" and the restart is tried
+            # again through a message to ourselves (here, the due queue);
+            # the members after it wait, stopped, for that retry.
+            self._start_failed(failure)
+            self._intensity.hold(child, attempt.stamp)
+            for later in attempt.group[attempt.index + 1 :]:
+                if later.handle is None:
+                    later.restarting = False
+            self._attempt = None
+            self._restart_due(child)
+            await self._pump()
+            return
+        attempt.index += 1
+        await self._pump()
+
+    async def _pump(self) -> None:
+        """Drive the restarts: start the next member of the one under way, or begin the next one due.
+
+        Each member's ``init`` runs in the background (``_spawn``); this
+        returns as soon as one is under way, and its ``ChildStarted`` calls
+        back here. A restart due is counted against the intensity when it
+        begins (OTP's ``add_restart``), then its siblings are stopped per the
+        strategy.
+        """
+        while not self._stopping():
+            attempt = self._attempt
+            if attempt is not None:
+                group = attempt.group
+                while attempt.index < len(group):
+                    member = group[attempt.index]
+                    if member.starting is not None:
+                        return  # under way
+                    if member.restarting and member.handle is None and member in self._children:
+                        member.starting = self._spawn(member.spec, member)
+                        return
+                    attempt.index += 1
+                self._attempt = None
+                continue
+            if not self._due:
+                return
+            child = self._due.popleft()
+            if not child.restarting or child.handle is not None or child not in self._children:
+                continue  # terminated, deleted or restarted since
+            stamp = self._allow_restart()
+            if stamp is None:
+                return
+            group = [child] if self._strategy == "one_for_one" else await self._group(child)
+            for member in group:
+                member.restarting = True
+            self._attempt = _Attempt(group, stamp)
+
+    async def _group(self, child: _Child) -> list[_Child]:
+        """The children to restart with ``child`` (one_for_all, rest_for_one), in start order.
+
+        Stops the running ones first, in reverse start order, and drops the
+        temporary ones.
+        """
+        index = self._children.index(child)
+        others = self._children if self._strategy == "one_for_all" else self._children[index + 1 :]
+        for other in reversed(others):
+            if other is not child:
+                await self._stop(other)
+        for other in list(others):
+            if other is not child and other.spec.restart == "temporary":
+                self._children.remove(other)
+        return [c for c in self._children if c is child or c in others]

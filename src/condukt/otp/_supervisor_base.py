@@ -1,4 +1,4 @@
-"""What both supervisors share: restart rules, the restart-intensity loop, child exits, stopping children."""
+"""What both supervisors share: restart rules, the restart intensity, child exits and starts, stopping children."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 
 import trio
 
-from ._child_spec import ChildSpec
+from ._child_spec import ChildSpec, start_detached
 from ._errors import NoProc
 from ._process import Handle, Server
-from ._signals import ChildExited, ExitReason, is_shutdown_exit
+from ._signals import ChildExited, ChildStarted, ExitReason, is_shutdown_exit
 
 __all__ = [
     "RestartIntensity",
@@ -26,8 +26,7 @@ __all__ = [
 logger = logging.getLogger("condukt.otp")
 
 S = TypeVar("S", bound=Server)
-T = TypeVar("T")
-R = TypeVar("R")
+H = TypeVar("H", bound=Handle)
 
 
 def needs_restart(restart: str, reason: ExitReason) -> bool:
@@ -40,24 +39,55 @@ def needs_restart(restart: str, reason: ExitReason) -> bool:
 
 
 class RestartIntensity:
-    """At most ``max_restarts`` restarts within any ``max_seconds`` window."""
+    """At most ``max_restarts`` restarts within any ``max_seconds`` window.
 
-    __slots__ = ("_max_restarts", "_max_seconds", "_times")
+    Every restart attempt counts, as in OTP. Unlike OTP, an attempt whose
+    child failed to start is *held*: it stays counted, however old, until
+    that child starts again or stops being restarted (:meth:`release`). A
+    child that cannot start thus brings its supervisor down after
+    ``max_restarts`` attempts whatever its ``init`` takes to fail; OTP ages
+    such attempts out, so an ``init`` that fails slowly enough is retried
+    forever.
+    """
+
+    __slots__ = ("_held", "_held_count", "_max_restarts", "_max_seconds", "_times")
 
     def __init__(self, max_restarts: int, max_seconds: float) -> None:
         self._max_restarts = max_restarts
         self._max_seconds = max_seconds
         self._times: deque[float] = deque()
+        self._held: dict[object, list[float]] = {}
+        self._held_count = 0
 
-    def allow(self) -> bool:
-        """Record one restart; ``False`` when the intensity is exceeded."""
+    def allow(self) -> float | None:
+        """Record one restart attempt now; returns its time stamp, or ``None`` when the intensity is exceeded."""
         now = trio.current_time()
         times = self._times
         times.append(now)
         horizon = now - self._max_seconds
         while times and times[0] < horizon:
             times.popleft()
-        return len(times) <= self._max_restarts
+        if len(times) + self._held_count > self._max_restarts:
+            return None
+        return now
+
+    def hold(self, key: object, stamp: float) -> None:
+        """The attempt made at ``stamp`` failed to start ``key``: keep it counted until :meth:`release`."""
+        try:
+            self._times.remove(stamp)
+        except ValueError:
+            pass  # already out of the window: held all the same
+        self._held.setdefault(key, []).append(stamp)
+        self._held_count += 1
+
+    def release(self, key: object) -> None:
+        """``key`` started (or is no longer restarted): its held attempts age like any other."""
+        if not self._held:
+            return
+        stamps = self._held.pop(key, None)
+        if stamps:
+            self._held_count -= len(stamps)
+            self._times = deque(sorted([*self._times, *stamps]))
 
 
 def request_child_stop(handle: Handle, spec: ChildSpec) -> None:
@@ -72,7 +102,11 @@ def request_child_stop(handle: Handle, spec: ChildSpec) -> None:
 
 
 async def stop_child(handle: Handle, spec: ChildSpec) -> None:
-    """Stop a child the way its spec says and wait until it has exited."""
+    """Stop a child the way its spec says and wait until it has exited.
+
+    A child still in a background ``init`` has that ``init`` cancelled (no
+    ``terminate``: it never ran).
+    """
     request_child_stop(handle, spec)
     await handle.wait()
 
@@ -90,44 +124,67 @@ def supervisor_of(handle: Handle, cls: type[S]) -> S:
 class SupervisorBase(Server):
     """The part of a supervisor that does not depend on how it keeps its children.
 
-    Children run in the supervisor's own nursery (``start_process`` with
-    ``parent=self.handle``), opened before ``init`` (so ``init`` can start
-    them) and outliving the supervisor's cancel scope (so stopping the
-    supervisor leaves them to ``terminate``, which stops them in order). A
-    child's exit arrives as a ``ChildExited`` message and goes to
-    ``_child_exited``; restarts go through :meth:`_restart`, which applies
-    the restart intensity.
+    Children run in the supervisor's own nursery, opened before ``init`` (so
+    ``init`` can start them) and outliving the supervisor's cancel scope (so
+    stopping the supervisor leaves them to ``terminate``, which stops them in
+    order). A child's exit arrives as a ``ChildExited`` message and goes to
+    ``_child_exited``.
+
+    Restarts never run a child's ``init`` in the supervisor's own task: a
+    restart is a :func:`start_detached` (:meth:`_spawn`), whose outcome
+    arrives later as a ``ChildStarted`` message for ``_child_started``, so
+    the supervisor serves its API between (and during) restart attempts, as
+    OTP's supervisor does by retrying through a message to itself. Each
+    attempt is counted by :meth:`_allow_restart` against the intensity.
     """
 
     _eager_nursery = True
     _intensity: RestartIntensity
 
-    #: A child exited (``key`` as given to ``start_process``): restart it
+    #: A child exited (``key`` as given when it was started): restart it
     #: or forget it. Each supervisor defines it as a method.
     _child_exited: Callable[[Handle, ExitReason, Any], Awaitable[None]]
+    #: A background start ended: ``failure`` is ``None`` (it runs),
+    #: ``IGNORE`` or why it did not start. Each supervisor defines it.
+    _child_started: Callable[[Handle, ExitReason, Any], Awaitable[None]]
 
     async def handle_info(self, message: Any) -> None:
         if isinstance(message, ChildExited):
             await self._child_exited(message.handle, message.reason, message.key)
+        elif isinstance(message, ChildStarted):
+            await self._child_started(message.handle, message.failure, message.key)
         else:
             await super().handle_info(message)
 
-    async def _restart(self, start: Callable[[T], Awaitable[R]], what: T) -> R | None:
-        """Run ``start(what)`` until it succeeds, each attempt counted against the restart intensity.
+    def _stopping(self) -> bool:
+        """Whether this supervisor is exiting (it restarts nothing more)."""
+        proc = self.handle._process
+        return proc is None or proc._stop is not None
 
-        Returns what ``start`` returned, or ``None`` when the supervisor gave
-        up. A failed attempt is logged (the child's ``init`` error is
-        reported here, once) and retried; when the intensity is exceeded the
-        supervisor stops with reason ``"shutdown"`` (OTP's escalation).
+    def _allow_restart(self) -> float | None:
+        """Count one restart attempt; returns its time stamp, or ``None`` after giving up.
+
+        Giving up (more than ``max_restarts`` in ``max_seconds``) stops the
+        supervisor with reason ``"shutdown"`` (OTP's escalation), once the
+        current callback returns.
         """
-        # ``start`` and ``what`` rather than a closure: the callers'
-        # ``_child_exited`` then makes no cells on every child exit.
-        while True:
-            if not self._intensity.allow():
-                logger.error("%r: restart intensity exceeded; shutting down", self.handle)
-                self.stop("shutdown")
-                return None
-            try:
-                return await start(what)
-            except Exception as exc:
-                logger.error("%r: restarting a child failed", self.handle, exc_info=exc)
+        stamp = self._intensity.allow()
+        if stamp is None:
+            logger.error("%r: restart intensity exceeded; shutting down", self.handle)
+            self.stop("shutdown")
+        return stamp
+
+    def _spawn(self, spec: ChildSpec[H], key: Any) -> H:
+        """Start a child from ``spec`` in the background; its outcome comes as ``ChildStarted``."""
+        me = self.handle
+        proc = me._process
+        nursery = None if proc is None else proc._nursery
+        assert nursery is not None  # opened before init, kept until the process is dead
+        return start_detached(me._node, spec, nursery=nursery, parent=me, key=key)
+
+    def _start_failed(self, failure: ExitReason) -> None:
+        """Report a failed restart attempt (the one report of that ``init`` error)."""
+        if isinstance(failure, BaseException):
+            logger.error("%r: restarting a child failed", self.handle, exc_info=failure)
+        else:
+            logger.error("%r: restarting a child failed: it exited with %r", self.handle, failure)
