@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ._child_spec import ChildCounts, ChildSpec, start_process, validate_intensity
@@ -20,9 +19,6 @@ from ._supervisor_base import (
 )
 
 __all__ = ["DynamicSupervisor", "DynamicSupervisorHandle"]
-
-logger = logging.getLogger("condukt.otp")
-
 
 class _Restarting:
     """A child being restarted, filed under the handle of the incarnation that exited."""
@@ -192,21 +188,27 @@ class DynamicSupervisor(SupervisorBase):
         restarting.stamp = stamp
         restarting.starting = self._spawn(restarting.spec, restarting)
 
+    def _child_running(self, handle: Handle, key: Any) -> None:
+        restarting = key
+        if not isinstance(restarting, _Restarting) or restarting.starting is not handle:
+            return  # terminated during its init: it is being stopped
+        restarting.starting = None
+        del self._restarting[restarting.old]
+        self._intensity.release(restarting)
+        self._children[handle] = restarting.spec
+
     async def _child_started(self, handle: Handle, failure: ExitReason, key: Any) -> None:
         restarting = key
         if not isinstance(restarting, _Restarting) or restarting.starting is not handle:
             return  # terminated during its init
         restarting.starting = None
-        if failure is not None and failure is not IGNORE:
-            self._start_failed(failure)
-            self._intensity.hold(restarting, restarting.stamp)
-            self._attempt(restarting)  # tried again; OTP retries through a message to itself
+        if failure is IGNORE:
+            del self._restarting[restarting.old]
+            self._intensity.release(restarting)
             return
-        del self._restarting[restarting.old]
-        self._intensity.release(restarting)
-        if failure is None:
-            self._children[handle] = restarting.spec
-            logger.debug("%r restarted %r as %r", self.handle, restarting.old, handle)
+        self._start_failed(failure)
+        self._intensity.hold(restarting, restarting.stamp)
+        self._attempt(restarting)  # tried again; OTP retries through a message to itself
 
     async def terminate(self, reason: ExitReason) -> None:
         children = list(self._children.items())

@@ -817,25 +817,40 @@ class Process:
     async def _boot_here(self) -> Any:
         """A background start's ``init``, in this task: returns ``None`` (it runs) or why it does not.
 
-        The parent hears the outcome: ``ChildStarted`` at once when the
-        process runs, from :meth:`_exit` otherwise.
+        The parent hears the outcome: at once when the process runs
+        (:meth:`_running`), from :meth:`_exit` otherwise. Nobody waits for
+        it, so unlike :meth:`_init_in_task` there is no starter to tell, and
+        a cancellation (a stop or kill during ``init``) simply propagates.
         """
         stop = self._stop
         if stop is not None:
             return stop[0]  # stopped before its task began
-        failure = await self._init_in_task()
-        if failure is None:
-            self._running()
-        return failure
+        server = self._server
+        assert server is not None and self._boot_args is not None
+        args, kwargs = self._boot_args
+        self._boot_args = None
+        try:
+            result = await server.boot(*args, **kwargs)
+        except Exception as exc:
+            return exc
+        if result is IGNORE:
+            return IGNORE
+        self._running()
+        return None
 
     def _running(self) -> None:
-        """``init`` succeeded: serve from now on; a background start reports it to its parent."""
-        if self._state == _BOOTING:
+        """``init`` succeeded: serve from now on; a background start tells its parent at once."""
+        booting = self._state == _BOOTING
+        self._state = _RUNNING
+        if booting:
             parent = self._parent
             supervisor = None if parent is None else parent._process
             if supervisor is not None and supervisor._stop is None:
-                supervisor._put(_INFO, ChildStarted(self._handle, None, self._child_key))
-        self._state = _RUNNING
+                # A synchronous hook rather than a message: a restart that
+                # works costs the supervisor no extra wake-up (see
+                # ``SupervisorBase._child_running``).
+                server: Any = supervisor._server
+                server._child_running(self._handle, self._child_key)
 
     def _abort_init_wait(self, raise_cancel: Any) -> Abort:
         # The starter was cancelled: nobody will learn this handle, so the

@@ -108,12 +108,12 @@ class ChildExited:
 
 @attrs.frozen
 class ChildStarted:
-    """Internal: how a child started in the background (``start_detached``) came out of ``init``.
+    """Internal: a child started in the background (``start_detached``) did not come out of ``init`` running.
 
-    ``failure`` is ``None`` when the child runs (a ``ChildExited`` follows
-    when it exits), :data:`IGNORE` when its ``init`` returned that, or the
-    reason it exited during ``init`` (the exception ``init`` raised, or the
-    reason of a stop or kill): then no ``ChildExited`` follows.
+    ``failure`` is :data:`IGNORE` when its ``init`` returned that, or the
+    reason it exited during ``init`` (the exception ``init`` raised,
+    :class:`NameTaken`, the reason of a stop or kill); no ``ChildExited``
+    follows. (A child that runs tells its supervisor synchronously instead.)
     """
 
     handle: Handle

@@ -31,6 +31,17 @@ class _Child:
         self.restarting = False
 
 
+class _Pump:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<go on with the restarts>"
+
+
+#: The message a supervisor sends itself to go on with its restarts.
+_PUMP = _Pump()
+
+
 class _Attempt:
     """One restart under way: ``group`` started one member at a time, in order."""
 
@@ -289,6 +300,20 @@ class Supervisor(SupervisorBase):
         if child not in self._due:
             self._due.append(child)
 
+    def _child_running(self, handle: Handle, key: Any) -> None:
+        child = key
+        if not isinstance(child, _Child) or child.starting is not handle:
+            return  # we stopped it during its init: it is being stopped
+        child.starting = None
+        child.handle = handle
+        self._not_restarting(child)
+        attempt = self._attempt
+        assert attempt is not None and attempt.group[attempt.index] is child
+        attempt.index += 1
+        if not self._advance() and self._due:
+            # Beginning the next restart may stop siblings: in our own task.
+            self.handle._system(_PUMP)
+
     async def _child_started(self, handle: Handle, failure: ExitReason, key: Any) -> None:
         child = key
         if not isinstance(child, _Child) or child.starting is not handle:
@@ -296,13 +321,11 @@ class Supervisor(SupervisorBase):
         child.starting = None
         attempt = self._attempt
         assert attempt is not None and attempt.group[attempt.index] is child
-        if failure is None:
-            child.handle = handle
-            self._not_restarting(child)
-        elif failure is IGNORE:
+        if failure is IGNORE:
             self._not_restarting(child)
             if child.spec.restart == "temporary":
                 self._children.remove(child)
+            attempt.index += 1
         else:
             # OTP: the child stays "restarting" and the restart is tried
             # again through a message to ourselves (here, the due queue);
@@ -314,36 +337,41 @@ class Supervisor(SupervisorBase):
                     later.restarting = False
             self._attempt = None
             self._restart_due(child)
-            await self._pump()
-            return
-        attempt.index += 1
         await self._pump()
 
+    async def handle_info(self, message: Any) -> None:
+        if message is _PUMP:
+            await self._pump()
+        else:
+            await super().handle_info(message)
+
+    def _advance(self) -> bool:
+        """Start the next member of the restart under way, in the background; ``False`` once it is done."""
+        attempt = self._attempt
+        if attempt is None:
+            return False
+        group = attempt.group
+        while attempt.index < len(group):
+            member = group[attempt.index]
+            if member.starting is not None:
+                return True  # under way
+            if member.restarting and member.handle is None and member in self._children:
+                member.starting = self._spawn(member.spec, member)
+                return True
+            attempt.index += 1
+        self._attempt = None
+        return False
+
     async def _pump(self) -> None:
-        """Drive the restarts: start the next member of the one under way, or begin the next one due.
+        """Drive the restarts: go on with the one under way, or begin the next one due.
 
         Each member's ``init`` runs in the background (``_spawn``); this
-        returns as soon as one is under way, and its ``ChildStarted`` calls
-        back here. A restart due is counted against the intensity when it
-        begins (OTP's ``add_restart``), then its siblings are stopped per the
-        strategy.
+        returns as soon as one is under way, and its outcome
+        (``_child_running`` or ``ChildStarted``) goes on from there. A
+        restart due is counted against the intensity when it begins (OTP's
+        ``add_restart``), then its siblings are stopped per the strategy.
         """
-        while not self._stopping():
-            attempt = self._attempt
-            if attempt is not None:
-                group = attempt.group
-                while attempt.index < len(group):
-                    member = group[attempt.index]
-                    if member.starting is not None:
-                        return  # under way
-                    if member.restarting and member.handle is None and member in self._children:
-                        member.starting = self._spawn(member.spec, member)
-                        return
-                    attempt.index += 1
-                self._attempt = None
-                continue
-            if not self._due:
-                return
+        while not self._stopping() and not self._advance() and self._due:
             child = self._due.popleft()
             if not child.restarting or child.handle is not None or child not in self._children:
                 continue  # terminated, deleted or restarted since

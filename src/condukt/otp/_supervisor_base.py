@@ -131,11 +131,13 @@ class SupervisorBase(Server):
     ``_child_exited``.
 
     Restarts never run a child's ``init`` in the supervisor's own task: a
-    restart is a :func:`start_detached` (:meth:`_spawn`), whose outcome
-    arrives later as a ``ChildStarted`` message for ``_child_started``, so
-    the supervisor serves its API between (and during) restart attempts, as
-    OTP's supervisor does by retrying through a message to itself. Each
-    attempt is counted by :meth:`_allow_restart` against the intensity.
+    restart is a :func:`start_detached` (:meth:`_spawn`), so the supervisor
+    serves its API between (and during) restart attempts. A child that
+    starts calls ``_child_running`` synchronously from its own task; one
+    that does not start arrives as a ``ChildStarted`` message for
+    ``_child_started``, which tries again (OTP's supervisor retries through
+    a message to itself). Each attempt is counted by :meth:`_allow_restart`
+    against the intensity.
     """
 
     _eager_nursery = True
@@ -144,9 +146,13 @@ class SupervisorBase(Server):
     #: A child exited (``key`` as given when it was started): restart it
     #: or forget it. Each supervisor defines it as a method.
     _child_exited: Callable[[Handle, ExitReason, Any], Awaitable[None]]
-    #: A background start ended: ``failure`` is ``None`` (it runs),
+    #: A background start ended without the child running: ``failure`` is
     #: ``IGNORE`` or why it did not start. Each supervisor defines it.
     _child_started: Callable[[Handle, ExitReason, Any], Awaitable[None]]
+    #: A background start's ``init`` returned: the child runs from now on.
+    #: Called synchronously from the child's task (never raises, never
+    #: blocks), so it must leave the supervisor's state consistent at once.
+    _child_running: Callable[[Handle, Any], None]
 
     async def handle_info(self, message: Any) -> None:
         if isinstance(message, ChildExited):
