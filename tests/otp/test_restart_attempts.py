@@ -19,7 +19,7 @@ import trio
 
 import condukt
 
-from .servers import Flaky, Gate, flaky, settle, spec
+from .servers import Boom, Flaky, Gate, flaky, settle, spec
 
 
 async def test_a_child_that_cannot_start_brings_its_supervisor_down_while_its_api_answers(
@@ -135,14 +135,17 @@ async def test_held_attempts_are_released_once_the_child_starts(autojump_clock: 
 async def test_a_restart_that_finds_its_name_taken_is_retried_and_counted(autojump_clock: Any) -> None:
     gate = Gate()
     async with condukt.open_node() as node:
-        sup = await node.start_supervisor([flaky("svc", gate)], max_restarts=2, max_seconds=5.0)
+        # one_for_all: the exit is handled in the supervisor's own task (its
+        # siblings are stopped first), which a start_child keeps busy while
+        # the name is taken between the exit and the restart.
+        sup = await node.start_supervisor(
+            [flaky("svc", gate)], strategy="one_for_all", max_restarts=2, max_seconds=5.0
+        )
         old = node.whereis("svc")
         assert old is not None
         slow = Gate()
         slow.delay = 1.0
         async with trio.open_nursery() as nursery:
-            # Keep the supervisor busy (a start_child runs init in its loop)
-            # while the name is taken between the exit and the restart.
             nursery.start_soon(sup.start_child, flaky("slow", slow))
             await settle()
             old.kill()
@@ -251,21 +254,50 @@ async def test_a_nested_supervisor_that_fails_to_restart_is_retried(autojump_clo
         assert leaf is not None and await leaf.call("ping") == "pong"
 
 
-async def test_a_child_restarting_in_the_background_holds_its_name_and_is_found_once_started(
+async def test_a_child_restarting_in_the_background_is_registered_while_its_init_runs(
     autojump_clock: Any,
 ) -> None:
+    # As a gen_server registered by start_link: findable during init, and
+    # calls to it wait for init to finish.
     gate = Gate()
     async with condukt.open_node() as node:
         sup = await node.start_supervisor([flaky("svc", gate)])
         gate.delay = 2.0  # the restart's init takes 2 s, then succeeds
         gate.inits[0].kill()
         await trio.sleep(1)
-        assert node.whereis("svc") is None  # not started yet
-        assert dict(sup.which_children())["svc"] is None
-        assert "svc" in node.registered()
+        found = node.whereis("svc")
+        assert found is gate.inits[1] and found.alive
+        assert dict(sup.which_children())["svc"] is None  # not running yet
         with pytest.raises(condukt.NameTaken):
             await node.spawn(condukt.Server, name="svc")
-        await trio.sleep(1.5)
-        found = node.whereis("svc")
-        assert found is gate.inits[1] and dict(sup.which_children())["svc"] is found
-        assert await found.call("ping") == "pong"
+        assert await found.call("ping") == "pong"  # answered once init is done
+        assert trio.current_time() == pytest.approx(2.0)
+        assert dict(sup.which_children())["svc"] is found
+
+
+class Fragile(condukt.Server):
+    """A server that cannot even be instantiated while ``broken`` is set."""
+
+    broken = False
+
+    def __init__(self) -> None:
+        if Fragile.broken:
+            raise Boom("__init__")
+
+
+async def test_a_restart_whose_server_cannot_be_instantiated_is_retried_and_counted(
+    autojump_clock: Any,
+) -> None:
+    async with condukt.open_node() as node:
+        sup = await node.start_supervisor(
+            [condukt.ChildSpec("fragile", Fragile, name="fragile")], max_restarts=2
+        )
+        first = node.whereis("fragile")
+        assert first is not None
+        Fragile.broken = True
+        try:
+            first.kill()
+            assert await sup.wait() == "shutdown"
+        finally:
+            Fragile.broken = False
+        assert node.registered() == [] and node.process_count == 0

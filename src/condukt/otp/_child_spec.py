@@ -253,7 +253,8 @@ def start_detached(
     """Create a process from ``spec`` whose ``init`` runs in its own task, in ``nursery``; returns at once.
 
     A supervisor's restarts use it so that a slow ``init`` never holds up
-    its mailbox. ``parent`` (a supervisor) hears of the outcome exactly once:
+    its mailbox. The name (if any) is registered when ``init`` begins, in
+    the process's task. ``parent`` (a supervisor) hears of the outcome exactly once:
     when ``init`` returned, its ``_child_running(handle, key)`` is called
     from the child's task, before the child serves anything (its exit is
     later a ``ChildExited``, as for :func:`start_process`); otherwise it
@@ -281,12 +282,9 @@ def start_detached(
     proc._state = _BOOTING
     proc._boot_args = (spec.args, dict(spec.kwargs))
     node._process_count += 1
-    if name is not None:
-        try:
-            node._register(name, handle)
-        except Exception as exc:  # NameTaken: a failed start like any other
-            proc._exit(exc)
-            return handle
+    # The name is registered by the process's own task, just before init
+    # (``Process._boot_here``): as when init runs in the starter's task,
+    # nobody finds the process before its ``boot`` has begun.
     try:
         nursery.start_soon(proc._main)
     except RuntimeError:

@@ -173,12 +173,15 @@ class DynamicSupervisor(SupervisorBase):
 
     # ------------------------------------------------------------------ restarts
 
-    async def _child_exited(self, handle: Handle, reason: ExitReason, key: Any) -> None:
+    def _child_exit_now(self, handle: Handle, reason: ExitReason, key: Any) -> bool:
         spec = self._children.pop(handle, None)
-        if spec is None or not needs_restart(spec.restart, reason):
-            return
-        restarting = self._restarting[handle] = _Restarting(spec, handle)
-        self._attempt(restarting)
+        if spec is not None and needs_restart(spec.restart, reason):
+            restarting = self._restarting[handle] = _Restarting(spec, handle)
+            self._attempt(restarting)
+        return True
+
+    async def _child_exited(self, handle: Handle, reason: ExitReason, key: Any) -> None:
+        self._child_exit_now(handle, reason, key)
 
     def _attempt(self, restarting: _Restarting) -> None:
         """One restart attempt, counted; its ``init`` runs in the background."""

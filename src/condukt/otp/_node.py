@@ -14,7 +14,7 @@ import trio
 from ._child_spec import ChildSpec, start_process, validate_intensity, validate_supervisor
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
 from ._errors import ConduktError, NameTaken
-from ._process import _BOOTING, Handle, MonitorRef, _add_monitor, _remove_monitor
+from ._process import Handle, MonitorRef, _add_monitor, _remove_monitor
 from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
 from ._signals import Down
 from ._spawnable import H, Spawnable
@@ -145,10 +145,6 @@ class Node:
     def whereis(self, name: Hashable, handle_class: type[Handle] | None = None) -> Handle | None:
         """The live process registered under ``name``, or ``None``.
 
-        A child that a supervisor is restarting holds its name from the
-        start of its ``init`` (nobody else can take it) but is found only
-        once that ``init`` has returned, as after any start.
-
         ``node.whereis(name, AgentHandle)`` also types the result as that
         handle class, and checks it: a live process under ``name`` whose
         handle is not an instance of ``handle_class`` raises ``TypeError``
@@ -156,10 +152,7 @@ class Node:
         Synchronous.
         """
         handle = self._names.get(name)
-        if handle is None:
-            return None
-        proc = handle._process
-        if proc is None or proc._state == _BOOTING:  # exited, or a restart still in init
+        if handle is None or not handle.alive:
             return None
         if handle_class is not None and not isinstance(handle, handle_class):
             raise TypeError(f"{name!r} is {handle!r}, not a {handle_class.__name__}")

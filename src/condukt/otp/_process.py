@@ -37,7 +37,7 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
-from ._errors import CallError, CallingSelf, CallTimeout, ConduktError, MailboxFull, NoProc
+from ._errors import CallError, CallingSelf, CallTimeout, ConduktError, MailboxFull, NameTaken, NoProc
 from ._signals import IGNORE, NO_REPLY, ChildExited, ChildStarted, Down, Exit, ExitReason, is_normal_exit
 from ._timers import Timed
 
@@ -742,7 +742,9 @@ class Process:
             try:
                 try:
                     with self._scope:
-                        init_error = await self._init_in_task()
+                        init_error = self._register_here() if self._state == _BOOTING else None
+                        if init_error is None:
+                            init_error = await self._init_in_task()
                         if init_error is not None:
                             nursery.cancel_scope.cancel()
                             # A background start tells its parent (ChildStarted).
@@ -825,6 +827,9 @@ class Process:
         stop = self._stop
         if stop is not None:
             return stop[0]  # stopped before its task began
+        taken = self._register_here()
+        if taken is not None:
+            return taken
         server = self._server
         assert server is not None and self._boot_args is not None
         args, kwargs = self._boot_args
@@ -836,6 +841,16 @@ class Process:
         if result is IGNORE:
             return IGNORE
         self._running()
+        return None
+
+    def _register_here(self) -> NameTaken | None:
+        """A background start registers its name as its ``init`` begins; returns the error if it is taken."""
+        handle = self._handle
+        if handle._name is not None:
+            try:
+                handle._node._register(handle._name, handle)
+            except NameTaken as exc:
+                return exc
         return None
 
     def _running(self) -> None:
@@ -850,7 +865,10 @@ class Process:
                 # works costs the supervisor no extra wake-up (see
                 # ``SupervisorBase._child_running``).
                 server: Any = supervisor._server
-                server._child_running(self._handle, self._child_key)
+                try:
+                    server._child_running(self._handle, self._child_key)
+                except Exception as exc:  # a supervisor bug must not crash this child
+                    logger.error("%r: recording %r failed", parent, self._handle, exc_info=exc)
 
     def _abort_init_wait(self, raise_cancel: Any) -> Abort:
         # The starter was cancelled: nobody will learn this handle, so the
@@ -935,12 +953,22 @@ class Process:
             if supervisor is not None and supervisor._stop is None:
                 if state == _BOOTING:  # it never ran: the outcome of its background start
                     supervisor._put(_INFO, ChildStarted(handle, report, self._child_key))
-                else:
+                elif not _exit_handled(supervisor, handle, reason, self._child_key):
                     supervisor._put(_INFO, ChildExited(handle, reason, self._child_key))
         if self._dead_event is not None:
             self._dead_event.set()
         self._server = None
         self._boot_args = None
+
+
+def _exit_handled(supervisor: Process, handle: Handle, reason: ExitReason, key: Any) -> bool:
+    """Let the supervisor handle a child's exit right now, if it needs no waiting (see ``SupervisorBase``)."""
+    server: Any = supervisor._server
+    try:
+        return bool(server._child_exit_now(handle, reason, key))
+    except Exception as exc:  # a supervisor bug must not crash the exiting child
+        logger.error("%r: handling the exit of %r failed", supervisor._handle, handle, exc_info=exc)
+        return True
 
 
 def _fail(caller: Caller, reason: ExitReason) -> None:

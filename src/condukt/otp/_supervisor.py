@@ -283,6 +283,22 @@ class Supervisor(SupervisorBase):
 
     # ------------------------------------------------------------------ restarts
 
+    def _child_exit_now(self, handle: Handle, reason: ExitReason, key: Any) -> bool:
+        child = key
+        if not isinstance(child, _Child) or child.handle is not handle:
+            return True  # we stopped it ourselves, or it was already replaced
+        restart = needs_restart(child.spec.restart, reason)
+        if restart and self._strategy != "one_for_one":
+            return False  # its siblings are to be stopped first: in our own task
+        child.handle = None
+        if not restart:
+            if child.spec.restart == "temporary":
+                self._children.remove(child)
+            return True
+        self._restart_due(child)
+        self._pump_now()
+        return True
+
     async def _child_exited(self, handle: Handle, reason: ExitReason, key: Any) -> None:
         child = key
         if not isinstance(child, _Child) or child.handle is not handle:
@@ -311,8 +327,10 @@ class Supervisor(SupervisorBase):
         assert attempt is not None and attempt.group[attempt.index] is child
         attempt.index += 1
         if not self._advance() and self._due:
-            # Beginning the next restart may stop siblings: in our own task.
-            self.handle._system(_PUMP)
+            if self._strategy == "one_for_one":
+                self._pump_now()
+            else:
+                self.handle._system(_PUMP)  # siblings to stop: in our own task
 
     async def _child_started(self, handle: Handle, failure: ExitReason, key: Any) -> None:
         child = key
@@ -371,17 +389,34 @@ class Supervisor(SupervisorBase):
         restart due is counted against the intensity when it begins (OTP's
         ``add_restart``), then its siblings are stopped per the strategy.
         """
-        while not self._stopping() and not self._advance() and self._due:
-            child = self._due.popleft()
-            if not child.restarting or child.handle is not None or child not in self._children:
-                continue  # terminated, deleted or restarted since
+        while (child := self._next_restart()) is not None:
             stamp = self._allow_restart()
             if stamp is None:
                 return
             group = [child] if self._strategy == "one_for_one" else await self._group(child)
-            for member in group:
-                member.restarting = True
-            self._attempt = _Attempt(group, stamp)
+            self._begin(group, stamp)
+
+    def _pump_now(self) -> None:
+        """:meth:`_pump` for ``one_for_one``, which has no siblings to wait for."""
+        while (child := self._next_restart()) is not None:
+            stamp = self._allow_restart()
+            if stamp is None:
+                return
+            self._begin([child], stamp)
+
+    def _next_restart(self) -> _Child | None:
+        """The child whose restart is to begin now: none while one is under way or we are stopping."""
+        while not self._stopping() and not self._advance() and self._due:
+            child = self._due.popleft()
+            if child.restarting and child.handle is None and child in self._children:
+                return child
+            # else terminated, deleted or restarted since
+        return None
+
+    def _begin(self, group: list[_Child], stamp: float) -> None:
+        for member in group:
+            member.restarting = True
+        self._attempt = _Attempt(group, stamp)
 
     async def _group(self, child: _Child) -> list[_Child]:
         """The children to restart with ``child`` (one_for_all, rest_for_one), in start order.
@@ -390,7 +425,8 @@ class Supervisor(SupervisorBase):
         temporary ones.
         """
         index = self._children.index(child)
-        others = self._children if self._strategy == "one_for_all" else self._children[index + 1 :]
+        # A copy: a child that exits meanwhile may be forgotten at once (_child_exit_now).
+        others = self._children[:] if self._strategy == "one_for_all" else self._children[index + 1 :]
         for other in reversed(others):
             if other is not child:
                 await self._stop(other)

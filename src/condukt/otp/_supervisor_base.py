@@ -127,8 +127,10 @@ class SupervisorBase(Server):
     Children run in the supervisor's own nursery, opened before ``init`` (so
     ``init`` can start them) and outliving the supervisor's cancel scope (so
     stopping the supervisor leaves them to ``terminate``, which stops them in
-    order). A child's exit arrives as a ``ChildExited`` message and goes to
-    ``_child_exited``.
+    order). A child's exit goes to ``_child_exit_now``, called synchronously
+    from the exiting child's task; what needs waiting (stopping siblings)
+    it declines, and the exit then arrives as a ``ChildExited`` message for
+    ``_child_exited``, in the supervisor's own task.
 
     Restarts never run a child's ``init`` in the supervisor's own task: a
     restart is a :func:`start_detached` (:meth:`_spawn`), so the supervisor
@@ -146,6 +148,10 @@ class SupervisorBase(Server):
     #: A child exited (``key`` as given when it was started): restart it
     #: or forget it. Each supervisor defines it as a method.
     _child_exited: Callable[[Handle, ExitReason, Any], Awaitable[None]]
+    #: The same, called synchronously from the exiting child's task (never
+    #: raises, never blocks); returns ``False`` to get a ``ChildExited``
+    #: message instead, for what must wait in the supervisor's own task.
+    _child_exit_now: Callable[[Handle, ExitReason, Any], bool]
     #: A background start ended without the child running: ``failure`` is
     #: ``IGNORE`` or why it did not start. Each supervisor defines it.
     _child_started: Callable[[Handle, ExitReason, Any], Awaitable[None]]
@@ -180,13 +186,24 @@ class SupervisorBase(Server):
             self.stop("shutdown")
         return stamp
 
-    def _spawn(self, spec: ChildSpec[H], key: Any) -> H:
-        """Start a child from ``spec`` in the background; its outcome comes as ``ChildStarted``."""
+    def _spawn(self, spec: ChildSpec[H], key: Any) -> Handle:
+        """Start a child from ``spec`` in the background; returns its handle at once.
+
+        Its outcome comes later: ``_child_running``, or a ``ChildStarted``
+        message. Never raises: a class that cannot even be instantiated
+        (its ``__init__`` raised) is a failed start like any other.
+        """
         me = self.handle
         proc = me._process
         nursery = None if proc is None else proc._nursery
         assert nursery is not None  # opened before init, kept until the process is dead
-        return start_detached(me._node, spec, nursery=nursery, parent=me, key=key)
+        try:
+            return start_detached(me._node, spec, nursery=nursery, parent=me, key=key)
+        except Exception as exc:
+            start: Any = spec.start
+            stand_in = Handle(me._node, start, spec.name)  # never ran, never registered
+            me._system(ChildStarted(stand_in, exc, key))
+            return stand_in
 
     def _start_failed(self, failure: ExitReason) -> None:
         """Report a failed restart attempt (the one report of that ``init`` error)."""
