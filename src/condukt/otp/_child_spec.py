@@ -253,15 +253,16 @@ def start_detached(
     """Create a process from ``spec`` whose ``init`` runs in its own task, in ``nursery``; returns at once.
 
     A supervisor's restarts use it so that a slow ``init`` never holds up
-    its mailbox. The name (if any) is registered when ``init`` begins, in
-    the process's task. ``parent`` (a supervisor) hears of the outcome exactly once:
-    when ``init`` returned, its ``_child_running(handle, key)`` is called
-    from the child's task, before the child serves anything (its exit is
-    later a ``ChildExited``, as for :func:`start_process`); otherwise it
-    gets a ``ChildStarted(handle, failure, key)`` message, ``failure`` being
+    its mailbox. The name (if any) is registered as ``init`` begins, in the
+    process's task. ``parent`` (a supervisor) hears of the outcome exactly
+    once: when ``init`` returned, its ``_child_running(handle, key)`` is
+    called from the child's task, before the child serves anything (its
+    exit is later reported as for :func:`start_process`); otherwise it gets
+    a ``ChildStarted(handle, failure, key)`` message, ``failure`` being
     :data:`IGNORE` or why it did not start (the exception ``init`` raised,
-    :class:`NameTaken`, a stop or kill during ``init``). Synchronous; never
-    raises for a failed start. ``parent`` hears nothing while it is stopping.
+    :class:`NameTaken`, a stop or kill during ``init``). Synchronous; raises
+    only what the class's (or its handle class's) constructor raised.
+    ``parent`` hears nothing while it is stopping.
     """
     start: Any = spec.start
     cls: type[Server] = start

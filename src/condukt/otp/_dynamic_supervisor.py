@@ -20,6 +20,7 @@ from ._supervisor_base import (
 
 __all__ = ["DynamicSupervisor", "DynamicSupervisorHandle"]
 
+
 class _Restarting:
     """A child being restarted, filed under the handle of the incarnation that exited."""
 
@@ -167,7 +168,7 @@ class DynamicSupervisor(SupervisorBase):
             if child is not None:
                 child._request_exit("shutdown", terminate=True, timeout=spec.shutdown_timeout)
             raise NoProc(f"{me!r} shut down while the child started")
-        if handle.alive:  # else its init returned IGNORE
+        if handle._process is not None:  # else its init returned IGNORE
             self._children[handle] = spec
         return handle
 

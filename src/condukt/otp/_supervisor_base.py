@@ -26,7 +26,6 @@ __all__ = [
 logger = logging.getLogger("condukt.otp")
 
 S = TypeVar("S", bound=Server)
-H = TypeVar("H", bound=Handle)
 
 
 def needs_restart(restart: str, reason: ExitReason) -> bool:
@@ -186,7 +185,7 @@ class SupervisorBase(Server):
             self.stop("shutdown")
         return stamp
 
-    def _spawn(self, spec: ChildSpec[H], key: Any) -> Handle:
+    def _spawn(self, spec: ChildSpec, key: Any) -> Handle:
         """Start a child from ``spec`` in the background; returns its handle at once.
 
         Its outcome comes later: ``_child_running``, or a ``ChildStarted``
