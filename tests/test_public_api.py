@@ -90,3 +90,26 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
                 if (inspect.isclass(value) or inspect.isfunction(value)) and not inspect.getdoc(value):
                     missing.append(f"{module_name}.{name}")
     assert missing == []
+
+
+PUBLIC_MODULES = [
+    "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
+    "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
+    "condukt.secrets", "condukt.redaction",
+]  # fmt: skip
+
+
+def test_every_public_async_method_says_what_cancellation_does() -> None:
+    """STYLE.md: every public function documents its cancellation behaviour."""
+    missing = set()
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            value = getattr(module, name)
+            members = inspect.getmembers(value) if inspect.isclass(value) else [(name, value)]
+            for member_name, member in members:
+                if member_name.startswith("_") or not inspect.iscoroutinefunction(member):
+                    continue
+                if "cancel" not in (inspect.getdoc(member) or "").lower():
+                    missing.add(f"{member.__module__}.{member.__qualname__}")
+    assert sorted(missing) == []
