@@ -72,6 +72,10 @@ class HttpSettings:
 
     def build_client(self) -> httpx.AsyncClient:
         """A new client with these settings (the caller closes it)."""
+        return self.build_client_and_transport()[0]
+
+    def build_client_and_transport(self) -> tuple[httpx.AsyncClient, httpx.AsyncBaseTransport]:
+        """A new client with these settings, and the transport it sends through (the caller closes the client)."""
         transport = self.transport
         if transport is None:
             context = None if self.verify is True else httpx.create_ssl_context(verify=self.verify)
@@ -81,9 +85,10 @@ class HttpSettings:
                 keepalive_expiry=self.keepalive_expiry,
                 ssl_context=context,
             )
-        return httpx.AsyncClient(
+        client = httpx.AsyncClient(
             transport=transport, timeout=self.timeout(), follow_redirects=False, cookies=_NoCookies()
         )
+        return client, transport
 
 
 class _NoCookies(http.cookiejar.CookieJar):
@@ -102,6 +107,7 @@ class NodeHttp:
     def __init__(self, settings: HttpSettings | None = None) -> None:
         self.settings = settings or HttpSettings()
         self._client: httpx.AsyncClient | None = None
+        self._transport: httpx.AsyncBaseTransport | None = None
         self.limits: dict[str, ProviderLimits] = {}
 
     @property
@@ -112,15 +118,18 @@ class NodeHttp:
     @property
     def transport(self) -> httpx.AsyncBaseTransport:
         """The shared client's transport (its connection pool)."""
-        transport: httpx.AsyncBaseTransport = self.client._transport
-        return transport
+        if self._transport is None:
+            self.client  # noqa: B018  (creates the client and its transport)
+        assert self._transport is not None
+        return self._transport
 
     @property
     def client(self) -> httpx.AsyncClient:
         """The shared client, created on first use."""
         client = self._client
         if client is None:
-            client = self._client = self.settings.build_client()
+            client, self._transport = self.settings.build_client_and_transport()
+            self._client = client
         return client
 
     def limits_for(self, name: str) -> ProviderLimits:
@@ -138,7 +147,7 @@ class NodeHttp:
         close still closes; another transport's ``aclose`` may be cut short.
         The client is forgotten either way.
         """
-        client, self._client = self._client, None
+        client, self._client, self._transport = self._client, None, None
         if client is not None:
             await client.aclose()
 
