@@ -32,7 +32,7 @@ def ignoring(child_id: Any, log: Log, **kwargs: Any) -> condukt.ChildSpec:
 
 
 def test_ignore_is_a_named_sentinel() -> None:
-    assert repr(IGNORE) == "condukt.IGNORE"
+    assert repr(IGNORE) == "condukt.otp.IGNORE"
     assert "IGNORE" in condukt.otp.__all__ and "ChildRestarting" in condukt.otp.__all__
 
 

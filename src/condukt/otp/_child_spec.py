@@ -179,26 +179,9 @@ async def start_process(
     When ``init`` returns :data:`IGNORE`, the returned handle has already
     exited with reason ``"normal"`` (and ``parent`` hears nothing).
     """
-    # ``spec.start`` is a Server subclass (validated) whose ``handle_class``
-    # the type checker saw as ``type[H]`` (see ``Spawnable``). Plain ``Any``
-    # locals, not ``typing.cast`` calls: this runs once per process start.
-    start: Any = spec.start
-    cls: type[Server] = start
+    handle, proc, server = _new_process(node, spec, parent, key)
+    cls = type(server)
     name = spec.name
-    made: Any = cls.handle_class(node, cls, name)
-    handle: H = made
-    server = cls()
-    server.handle = handle
-    mailbox_size = spec.mailbox_size
-    # Positional: keywords to a class call cost a dict per process.
-    proc = Process(
-        handle,
-        server,
-        DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size,
-        spec.shutdown_timeout,
-        parent,
-        key,
-    )
     if name is not None:
         node._register(name, handle)
     node._process_count += 1
@@ -242,6 +225,30 @@ async def start_process(
     return handle
 
 
+def _new_process(node: Node, spec: ChildSpec[H], parent: Handle | None, key: Any) -> tuple[H, Process, Server]:
+    """The handle, process and server instance for one start of ``spec`` (nothing registered or running)."""
+    # ``spec.start`` is a Server subclass (validated) whose ``handle_class``
+    # the type checker saw as ``type[H]`` (see ``Spawnable``). Plain ``Any``
+    # locals, not ``typing.cast`` calls: this runs once per process start.
+    start: Any = spec.start
+    cls: type[Server] = start
+    made: Any = cls.handle_class(node, cls, spec.name)
+    handle: H = made
+    server = cls()
+    server.handle = handle
+    mailbox_size = spec.mailbox_size
+    # Positional: keywords to a class call cost a dict per process.
+    proc = Process(
+        handle,
+        server,
+        DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size,
+        spec.shutdown_timeout,
+        parent,
+        key,
+    )
+    return handle, proc, server
+
+
 def start_detached(
     node: Node,
     spec: ChildSpec[H],
@@ -264,22 +271,7 @@ def start_detached(
     only what the class's (or its handle class's) constructor raised.
     ``parent`` hears nothing while it is stopping.
     """
-    start: Any = spec.start
-    cls: type[Server] = start
-    name = spec.name
-    made: Any = cls.handle_class(node, cls, name)
-    handle: H = made
-    server = cls()
-    server.handle = handle
-    mailbox_size = spec.mailbox_size
-    proc = Process(
-        handle,
-        server,
-        DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size,
-        spec.shutdown_timeout,
-        parent,
-        key,
-    )
+    handle, proc, _ = _new_process(node, spec, parent, key)
     proc._state = _BOOTING
     proc._boot_args = (spec.args, dict(spec.kwargs))
     node._process_count += 1

@@ -17,30 +17,26 @@ __all__ = ["IGNORE", "NO_REPLY", "Down", "Exit", "ExitReason", "is_normal_exit",
 ExitReason = Any
 
 
-class _NoReply:
-    __slots__ = ()
+class _Sentinel:
+    """A named marker value: one instance each, kept by identity through pickling."""
+
+    __slots__ = ("_name", "_shown")
+
+    def __init__(self, name: str, shown: str) -> None:
+        self._name = name
+        self._shown = shown
 
     def __repr__(self) -> str:
-        return "condukt.NO_REPLY"
+        return self._shown
 
     def __reduce__(self) -> str:
-        return "NO_REPLY"
+        return self._name
 
 
 #: Returned from ``handle_call`` to defer the reply: the server answers later
 #: with ``caller.reply(value)`` and keeps serving its mailbox meanwhile
 #: (OTP's ``{:noreply, state}`` followed by ``GenServer.reply/2``).
-NO_REPLY: Final = _NoReply()
-
-
-class _Ignore:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "condukt.IGNORE"
-
-    def __reduce__(self) -> str:
-        return "IGNORE"
+NO_REPLY: Final = _Sentinel("NO_REPLY", "condukt.NO_REPLY")
 
 
 #: Returned from ``init`` to not start after all (OTP's ``ignore``): the
@@ -48,7 +44,7 @@ class _Ignore:
 #: without ``terminate``; nothing stays registered. A static supervisor keeps
 #: the spec of such a child (not running, not restarted; a temporary one is
 #: dropped); a dynamic supervisor forgets it.
-IGNORE: Final = _Ignore()
+IGNORE: Final = _Sentinel("IGNORE", "condukt.otp.IGNORE")
 
 
 @attrs.frozen
