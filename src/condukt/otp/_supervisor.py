@@ -11,7 +11,7 @@ import trio
 from ._child_spec import ChildCounts, ChildSpec, start_process, validate_supervisor
 from ._errors import ChildNotFound, ChildRestarting, ChildRunning, NoProc
 from ._process import Caller, Handle
-from ._signals import IGNORE, ExitReason
+from ._signals import IGNORE, ExitReason, _Sentinel
 from ._spawnable import H
 from ._supervisor_base import RestartIntensity, SupervisorBase, needs_restart, stop_child, supervisor_of
 
@@ -31,15 +31,8 @@ class _Child:
         self.restarting = False
 
 
-class _Pump:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<go on with the restarts>"
-
-
 #: The message a supervisor sends itself to go on with its restarts.
-_PUMP = _Pump()
+_PUMP = _Sentinel("_PUMP", "<go on with the restarts>")
 
 
 class _Attempt:
@@ -146,8 +139,6 @@ class SupervisorHandle(Handle):
         :class:`ChildRunning` if it runs.
         """
         await self.call(("delete_child", child_id), timeout=timeout)
-
-
 
 
 class Supervisor(SupervisorBase):
