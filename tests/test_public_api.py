@@ -27,7 +27,7 @@ TOP_LEVEL = {
     # tools and models
     "Tool", "ToolContext", "ToolError", "tool", "Model", "ModelError", "ModelRequest",
     # subpackages
-    "agent", "compaction", "events", "messages", "otp", "providers", "redaction", "schema", "secrets",
+    "agent", "compaction", "events", "messages", "otp", "providers", "redaction", "sandbox", "schema", "secrets",
     "serialization", "sessions", "telemetry", "testing", "tools",
     "__version__",
 }  # fmt: skip
@@ -40,11 +40,15 @@ SUBPACKAGES = {
         "SubagentSupervisor", "UnknownOperation", "operation", "operations_of", "run", "run_operation",
     },
     "condukt.tools": {
-        "AGENT_DEFAULT", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Read", "Tool",
+        "AGENT_DEFAULT", "DEFAULT_SANDBOX", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Read", "Tool",
         "ToolContext", "ToolError", "Write", "coding_tools", "read_only_tools", "render_result",
         "resolve_tools", "tool",
     },
     "condukt.schema": {"Schema", "is_structured_type", "schema_for"},
+    "condukt.sandbox": {
+        "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
+        "SandboxError", "redact_host_credentials",
+    },
     "condukt.providers.lowlevel": {"HttpModel", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"},
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
 }  # fmt: skip
@@ -95,7 +99,7 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
 PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
-    "condukt.secrets", "condukt.redaction",
+    "condukt.secrets", "condukt.redaction", "condukt.sandbox",
 ]  # fmt: skip
 
 

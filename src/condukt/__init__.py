@@ -2,7 +2,7 @@
 
 Layers (each imports only those before it): :mod:`condukt.otp` (processes,
 supervisors), :mod:`condukt.messages` / :mod:`condukt.events` /
-:mod:`condukt.schema` (data), :mod:`condukt.tools`,
+:mod:`condukt.schema` (data), :mod:`condukt.sandbox`, :mod:`condukt.tools`,
 :mod:`condukt.providers` (and :mod:`condukt.testing`), :mod:`condukt.agent`.
 
 The names a program writes are re-exported here; everything else lives in
@@ -21,6 +21,7 @@ from . import (
     otp,
     providers,
     redaction,
+    sandbox,
     schema,
     secrets,
     serialization,
@@ -139,6 +140,7 @@ __all__ = [
     "redaction",
     "run",
     "run_operation",
+    "sandbox",
     "schema",
     "secrets",
     "serialization",

@@ -382,7 +382,7 @@ async def test_secrets_reach_bash_and_command_as_environment_variables(tmp_path:
     assert py_out == f"py {sha(SECRET)}"
 
 
-async def test_bash_does_not_pass_on_credential_like_host_variables(
+async def test_bash_passes_only_allowlisted_host_variables_and_declared_secrets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CONDUKT_HOST_API_TOKEN", "host-token-value")
@@ -398,7 +398,7 @@ async def test_bash_does_not_pass_on_credential_like_host_variables(
             secrets={"DECLARED_TOKEN": "ab"},
         )
         await agent.run("look")
-    assert result_texts(model.requests[1].messages) == ["token=unset colour=teal declared=ab"]
+    assert result_texts(model.requests[1].messages) == ["token=unset colour=unset declared=ab"]
 
 
 class Vaulted(condukt.Agent):

@@ -16,13 +16,22 @@ from condukt.messages import ToolResultMessage
 from condukt.testing import ScriptedModel, reply
 
 
-async def invoke(tool: condukt.Tool, args: dict[str, Any], cwd: Path, *, confine: bool = False) -> Any:
+async def invoke(
+    tool: condukt.Tool,
+    args: dict[str, Any],
+    cwd: Path,
+    *,
+    confine: bool = False,
+    sandbox: condukt.sandbox.Sandbox | None = None,
+) -> Any:
     """``tool.call(args, context)`` after schema validation (``AssertionError`` if invalid)."""
     problem = tool.validate(args)
     assert problem is None, problem
     context = condukt.ToolContext(
         agent=None, cwd=cwd, opts=tool.opts, session_id="session", tool_call_id="call", confine=confine
     )
+    if sandbox is not None:
+        context.sandbox = sandbox
     return await tool.call(args, context)
 
 

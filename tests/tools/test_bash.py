@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -119,13 +118,13 @@ async def test_timeout_option_sets_the_default(tmp_path: Path) -> None:
     assert time.monotonic() - started < 3
 
 
-async def test_no_secrets_in_the_environment_by_default(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Bash inherits the host environment (it is a full shell), nothing more.
+async def test_the_environment_is_an_allowlist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Host variables reach a command only when the sandbox lets them through:
+    # credentials with innocent names (DATABASE_URL) stay out by default.
     monkeypatch.setenv("CONDUKT_TEST_HOST_VAR", "from-host")
-    text = await invoke(
-        Bash(), {"command": 'echo "${CONDUKT_TEST_HOST_VAR}|${GH_TOKEN_FOR_TEST:-none}"'}, tmp_path
-    )
-    assert text == "from-host|none"
-    assert "GH_TOKEN_FOR_TEST" not in os.environ
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:hunter22@db/x")
+    command = {"command": 'echo "${CONDUKT_TEST_HOST_VAR:-unset}|${DATABASE_URL:-unset}|${PATH:+path}"'}
+    assert await invoke(Bash(), command, tmp_path) == "unset|unset|path"
+    inheriting = condukt.sandbox.Local(inherit=["CONDUKT_TEST_HOST_VAR"], env={"EXTRA": "x"})
+    text = await invoke(Bash(), {"command": 'echo "${CONDUKT_TEST_HOST_VAR}|$EXTRA"'}, tmp_path, sandbox=inheriting)
+    assert text == "from-host|x"

@@ -9,6 +9,7 @@ from ..compaction import Compactor
 from ..events import Event
 from ..otp import Caller, ExitReason, Server
 from ..redaction import Redactor
+from ..sandbox import Sandbox
 from ._capability import Capability
 from ._config import AgentConfig
 from ._handle import AgentHandle
@@ -69,6 +70,9 @@ class Agent(Server):
     run_timeout: ClassVar[float | None] = 300.0
     #: Refuse file-tool paths outside ``cwd`` (after resolving ``..`` and symlinks).
     confine_to_cwd: ClassVar[bool] = False
+    #: Where tools run commands and which paths they may touch
+    #: (:mod:`condukt.sandbox`); ``None``: :class:`condukt.sandbox.Local`.
+    sandbox: ClassVar[Sandbox | None] = None
     #: Output token cap per response (``None``: the provider's default).
     max_tokens: ClassVar[int | None] = None
     #: Invalid ``submit_result`` calls a structured run tolerates before ``InvalidOutput``.

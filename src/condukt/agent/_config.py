@@ -15,6 +15,7 @@ import attrs
 from ..compaction import Compactor
 from ..providers import Model, ThinkingLevel, validate_thinking_level
 from ..redaction import Redactor
+from ..sandbox import Sandbox
 from ._validate import check_bool, check_count, check_mapping, check_seconds, check_str
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "tool_timeout": lambda v: check_seconds("tool_timeout", v),
     "run_timeout": lambda v: check_seconds("run_timeout", v),
     "confine_to_cwd": lambda v: check_bool("confine_to_cwd", v),
+    "sandbox": _instance_of("sandbox", Sandbox, "the condukt.sandbox.Sandbox interface (Local(), Bubblewrap(...))"),
     "max_tokens": lambda v: check_count("max_tokens", v, optional=True),
     "model_options": lambda v: dict(check_mapping("model_options", v) or {}),
     "output_retries": lambda v: check_count("output_retries", v, minimum=0),
@@ -134,6 +136,7 @@ CLASS_ATTRIBUTES = frozenset(
         "tool_timeout",
         "run_timeout",
         "confine_to_cwd",
+        "sandbox",
         "max_tokens",
         "output_retries",
         "max_concurrent_subagents",
@@ -169,6 +172,7 @@ class AgentConfig:
     tool_timeout: float | None
     run_timeout: float | None
     confine_to_cwd: bool
+    sandbox: Sandbox | None
     max_tokens: int | None
     model_options: Mapping[str, Any]
     output_retries: int

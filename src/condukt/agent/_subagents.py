@@ -256,10 +256,13 @@ class SubagentTool(Tool):
             options["inherited_secrets"] = parent.secrets.env
         options.update(role.options)
         # A child is never less careful than its parent, nor than itself: a
-        # confined parent has confined children, and the parent's redactor
+        # confined parent has confined children, a sandboxed parent sandboxed
+        # ones (unless the role names its own sandbox), and the parent's redactor
         # applies on top of the child's own (class attribute or role option).
         if config.confine_to_cwd:
             options["confine_to_cwd"] = True
+        if config.sandbox is not None and options.get("sandbox", role.agent.sandbox) is None:
+            options["sandbox"] = config.sandbox
         if config.redactor is not None:
             own = options.get("redactor", role.agent.redactor)
             if own is None or own is config.redactor:

@@ -19,7 +19,7 @@ import trio
 
 from ..events import ToolCallEnd, ToolCallStart
 from ..messages import ImageBlock, TextBlock, ToolCall, ToolResultMessage
-from ..tools import AGENT_DEFAULT, ToolContext, ToolError, render_result
+from ..tools import AGENT_DEFAULT, DEFAULT_SANDBOX, ToolContext, ToolError, render_result
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -199,6 +199,7 @@ class _Calls:
                 session.config.confine_to_cwd,
                 secrets=session.secret_env,
                 emit=self.run.emit,
+                sandbox=session.config.sandbox or DEFAULT_SANDBOX,
             )
             try:
                 content, is_error = render_result(await tool.call(dict(call.arguments), context)), False

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._function_tool import FunctionTool, tool
-from ._tool import AGENT_DEFAULT, Tool, ToolContext, ToolError, render_result, resolve_tools
+from ._tool import AGENT_DEFAULT, DEFAULT_SANDBOX, Tool, ToolContext, ToolError, render_result, resolve_tools
 from .bash import Bash
 from .command import Command
 from .edit import Edit
@@ -20,6 +20,7 @@ from .write import Write
 
 __all__ = [
     "AGENT_DEFAULT",
+    "DEFAULT_SANDBOX",
     "Bash",
     "Command",
     "Edit",

@@ -16,11 +16,13 @@ import attrs
 
 from ..messages import ImageBlock, TextBlock, ToolDefinition
 from ..otp import ConduktError
+from ..sandbox import Local, Sandbox, SandboxError
 from ..schema import Schema
 from ..serialization import unstructure
 
 __all__ = [
     "AGENT_DEFAULT",
+    "DEFAULT_SANDBOX",
     "Tool",
     "ToolContext",
     "ToolError",
@@ -42,6 +44,14 @@ class _AgentDefault:
 AGENT_DEFAULT: Final = _AgentDefault()
 
 
+#: The sandbox of agents that set none: the host, an allowlisted environment,
+#: no process left behind (see :class:`condukt.sandbox.Local`).
+DEFAULT_SANDBOX: Final = Local()
+#: Where session stores keep their files under an agent's working directory:
+#: confined tools may not touch it (an agent could rewrite another's history).
+_STATE_DIR = ".condukt"
+
+
 class ToolError(ConduktError):
     """Raise from ``Tool.call`` to report a failure to the model; the run goes on.
 
@@ -60,7 +70,9 @@ class ToolContext:
     own options, ``session_id`` the conversation's id, ``tool_call_id`` the
     id of this call. ``confine`` is set when the agent confines file tools to
     ``cwd``; ``secrets`` maps secret names to values for tools that pass them
-    to subprocesses (never to the model).
+    to subprocesses (never to the model). ``sandbox`` is the agent's
+    :class:`~condukt.sandbox.Sandbox`: run commands with
+    ``await context.sandbox.run(argv, cwd=..., env=context.sandbox.environment(...), timeout=...)``.
     """
 
     agent: Any
@@ -73,33 +85,49 @@ class ToolContext:
     #: ``await context.emit(event)`` publishes an event into the calling run's
     #: stream (sub-agents forward their events this way); ``None`` outside a run.
     emit: Any = attrs.field(default=None, repr=False)
+    sandbox: Sandbox = attrs.field(default=DEFAULT_SANDBOX, repr=False)
 
-    def resolve_path(self, path: str | os.PathLike[str]) -> Path:
-        """``path`` made absolute against ``cwd``.
+    def resolve_path(self, path: str | os.PathLike[str], *, write: bool = False) -> Path:
+        """``path`` made absolute against ``cwd``, checked for reading (or ``write``).
 
         Raises :class:`ToolError` if confinement is on and the path (after
-        resolving ``..`` and symlinks) leaves ``cwd``.
+        resolving ``..`` and symlinks) leaves ``cwd`` or enters its
+        ``.condukt`` directory (session files), or the sandbox refuses it.
         """
         candidate = Path(path).expanduser()
         if not candidate.is_absolute():
             candidate = self.cwd / candidate
         candidate = Path(os.path.normpath(candidate))
         if not self.allows(candidate):
+            if self.confine and self._inside(os.path.realpath(candidate), self._state_dir()):
+                raise ToolError(f"path {str(path)!r} is session storage; confined tools may not touch it")
             raise ToolError(f"path {str(path)!r} is outside the working directory {self.cwd}")
+        try:
+            self.sandbox.check_path(candidate, cwd=self.cwd, write=write)
+        except SandboxError as exc:
+            raise ToolError(str(exc)) from None
         return candidate
 
     def allows(self, path: str | os.PathLike[str]) -> bool:
-        """Whether a tool may touch the absolute ``path``.
+        """Whether a confined tool may touch the absolute ``path``.
 
         Always true unless confinement is on; then the path, after resolving
-        ``..`` and symlinks, must be ``cwd`` or inside it. Tools that walk
-        directories (``grep``, ``glob``) use it to skip symlinks that lead out.
+        ``..`` and symlinks, must be ``cwd`` or inside it, and not inside
+        ``cwd/.condukt`` (where session stores keep their files). Tools that
+        walk directories (``grep``, ``glob``) use it to skip symlinks that
+        lead out.
         """
         if not self.confine:
             return True
-        root = os.path.realpath(self.cwd)
         real = os.path.realpath(path)
-        return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+        return self._inside(real, os.path.realpath(self.cwd)) and not self._inside(real, self._state_dir())
+
+    def _state_dir(self) -> str:
+        return os.path.join(os.path.realpath(self.cwd), _STATE_DIR)
+
+    @staticmethod
+    def _inside(path: str, root: str) -> bool:
+        return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 class Tool(abc.ABC):
@@ -187,8 +215,7 @@ class Tool(abc.ABC):
         name = self.name
         if not _NAME.match(name):
             raise ValueError(
-                f"{type(self).__name__}: tool name {name!r} must be 1-64 characters of letters, "
-                "digits, '_' or '-'"
+                f"{type(self).__name__}: tool name {name!r} must be 1-64 characters of letters, digits, '_' or '-'"
             )
         try:
             schema = self._compiled()
@@ -252,8 +279,10 @@ def _plainly_described(cls: type) -> bool:
     """Whether ``name``, ``description`` and ``parameters`` are plain class attributes (no properties)."""
     for attribute in _DESCRIBED:
         owner = next((k for k in cls.__mro__ if attribute in k.__dict__), None)
-        if owner is None or hasattr(owner.__dict__[attribute], "__get__") and not isinstance(
-            owner.__dict__[attribute], type
+        if (
+            owner is None
+            or hasattr(owner.__dict__[attribute], "__get__")
+            and not isinstance(owner.__dict__[attribute], type)
         ):
             return False
     return True

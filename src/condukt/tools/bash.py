@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ._output import MAX_BYTES, MAX_LINES
-from ._subprocess import BASE_ENV, CREDENTIAL_NAME, effective_timeout, format_result, run_process
+from ._subprocess import effective_timeout, format_result, run_command
 from ._tool import Tool, ToolContext
 
 __all__ = ["Bash", "DEFAULT_TIMEOUT"]
@@ -22,11 +21,13 @@ class Bash(Tool):
     followed by ``(exit code: N)`` when it is not 0. On timeout or abort the
     whole process group is killed. The model picks the timeout (default
     120 s, or the ``timeout`` option), capped by the ``max_timeout`` option
-    (default one hour). The environment is the host's minus
-    variables whose names look like credentials (``*API_KEY*``, ``*TOKEN*``,
-    ``*SECRET*``, ``*PASSWORD*``...: declare what a command needs as an agent
-    secret), plus the agent's secrets, with ``TERM=dumb`` and no pagers. Bash is a full shell:
-    path confinement does not apply to what it runs.
+    (default one hour). The command runs in the agent's sandbox
+    (:mod:`condukt.sandbox`): its environment is an allowlist (``PATH``,
+    ``HOME``, locale...: declare what a command needs as an agent secret, or
+    in the sandbox's ``env``/``inherit``) plus the agent's secrets, with
+    ``TERM=dumb`` and no pagers; secret values are redacted from the output.
+    Bash is a full shell: path confinement does not apply to what it runs;
+    only a sandbox such as :class:`~condukt.sandbox.Bubblewrap` bounds it.
     """
 
     name = "bash"
@@ -56,19 +57,11 @@ class Bash(Tool):
 
         Raises :class:`ToolError` when it times out (with the output so far)
         or cannot start (``cwd`` missing or outside a confined working
-        directory). Cancelled, it kills the process group (SIGKILL) and reaps
-        the shell before ``trio.Cancelled`` propagates; processes that left the
-        group (``setsid``, daemons) survive.
+        directory). Cancelled, the sandbox stops the command and everything it
+        started (``setsid`` and double-forked daemons included, see
+        :class:`~condukt.sandbox.Local`) before ``trio.Cancelled`` propagates.
         """
         cwd = context.resolve_path(args["cwd"]) if args.get("cwd") else context.cwd
         timeout = effective_timeout(args.get("timeout"), self.opts, DEFAULT_TIMEOUT)
-        env = {k: v for k, v in os.environ.items() if not CREDENTIAL_NAME.search(k)}
-        env.update(BASE_ENV)
-        env.update(context.secrets)
-        result = await run_process(["bash", "-c", args["command"]], cwd=cwd, env=env, timeout=timeout)
-        return format_result(result, timeout, redact=_redactions(context.secrets))
-
-
-def _redactions(secrets: Any) -> dict[str, str]:
-    # Values shorter than 4 characters would redact ordinary text.
-    return {name: value for name, value in secrets.items() if len(value) >= 4}
+        result = await run_command(context, ["bash", "-c", args["command"]], cwd=cwd, timeout=timeout)
+        return format_result(result, timeout, redact=context.secrets)

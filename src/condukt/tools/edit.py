@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import trio
-
-from ._files import read_file_bytes
+from ._files import Abandoned, read_file_bytes, replace_file, run_abandonable
 from ._tool import Tool, ToolContext, ToolError
 
-__all__ = ["Edit"]
+__all__ = ["Edit", "MAX_EDIT_BYTES"]
+
+#: Larger files are refused: an edit reads and rewrites the whole file.
+MAX_EDIT_BYTES = 16 * 1024 * 1024
 
 
 def _not_found_hint(content: str, old_text: str, display: str) -> str:
@@ -31,8 +29,10 @@ def _not_found_hint(content: str, old_text: str, display: str) -> str:
     )
 
 
-def _edit(path: Path, display: str, old_text: str, new_text: str) -> str:
-    raw = read_file_bytes(path, display)
+def _edit(path: Path, display: str, old_text: str, new_text: str, abandoned: Abandoned) -> str:
+    raw, size = read_file_bytes(path, display, limit=MAX_EDIT_BYTES + 1)
+    if size > MAX_EDIT_BYTES:
+        raise ToolError(f"{display} is {size} bytes; files over {MAX_EDIT_BYTES} bytes cannot be edited")
     try:
         content = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -46,20 +46,8 @@ def _edit(path: Path, display: str, old_text: str, new_text: str) -> str:
             "Make the match unique by including more surrounding context."
         )
     updated = content.replace(old_text, new_text, 1)
-    # Replace the file a symlink points to, not the link itself.
-    real = Path(os.path.realpath(path))
-    mode = os.stat(real).st_mode
-    # A unique temporary file next to the target, then an atomic rename.
-    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".condukt-edit", dir=real.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(updated)
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    abandoned.check()
+    replace_file(path, display, updated.encode("utf-8"), abandoned)
     diff = difflib.unified_diff(
         content.splitlines(keepends=True),
         updated.splitlines(keepends=True),
@@ -98,15 +86,18 @@ class Edit(Tool):
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
         """Apply the edit.
 
-        Raises :class:`ToolError` when the file cannot be read (or is outside
-        a confined working directory) or is not UTF-8, or ``old_text`` is not
-        found exactly once (or equals ``new_text``); an ``OSError`` replacing
-        the file (a read-only directory) propagates as is. The edit runs in a worker thread that cancellation does not
-        interrupt: a timeout or an abort arriving once it started waits for it
-        (the edit is made anyway) and takes effect after it returns.
+        Raises :class:`ToolError` when the file cannot be read or replaced
+        (missing, not a regular file, over :data:`MAX_EDIT_BYTES`, outside a
+        confined working directory or the sandbox's writable paths, a
+        read-only directory), is not UTF-8, or ``old_text`` is not found
+        exactly once (or equals ``new_text``). The edit runs in a worker
+        thread that cancellation (a timeout, an abort) abandons at once; an abandoned edit
+        never lands (the new content is renamed into place only if the call
+        is still wanted).
         """
         display = args["path"]
         if args["old_text"] == args["new_text"]:
             raise ToolError(f"No changes made to {display}: old_text and new_text are identical.")
-        path = context.resolve_path(display)
-        return await trio.to_thread.run_sync(_edit, path, display, args["old_text"], args["new_text"])
+        path = context.resolve_path(display, write=True)
+        old, new = args["old_text"], args["new_text"]
+        return await run_abandonable(lambda abandoned: _edit(path, display, old, new, abandoned))

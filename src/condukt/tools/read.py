@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
-import trio
-
 from ..messages import ImageBlock
-from ._files import read_file_bytes
+from ._files import Abandoned, open_regular, run_abandonable
 from ._output import MAX_BYTES, MAX_LINES, truncate
 from ._tool import Tool, ToolContext, ToolError
 
@@ -23,6 +23,8 @@ IMAGE_TYPES = {
 }
 #: Larger images are refused (providers reject them anyway).
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
+_CHUNK = 1 << 20  # bytes read at a time
+_LINE_CAP = MAX_BYTES + 4  # bytes kept of one line: enough to show it was cut
 
 
 class Read(Tool):
@@ -54,42 +56,113 @@ class Read(Tool):
         """Read the file at ``args["path"]``.
 
         Raises :class:`ToolError` when the file cannot be read (missing, a
-        directory, no permission, outside a confined working directory), is
-        binary, is an image too large, or ``offset`` is past its end. The read runs in a worker thread that
-        cancellation does not interrupt: a timeout or an abort waits for it (on
-        a FIFO, until a writer comes) and takes effect after it returns.
+        directory, no permission, outside a confined working directory or
+        the sandbox), is not a regular file (a FIFO or a device: refused at
+        once), is binary, is an image too large, or ``offset`` is past its
+        end. The file is streamed: memory stays bounded (about the 50 KiB
+        shown) whatever its size. The read runs in a worker thread that is
+        abandoned on cancellation (a timeout, an abort), which takes effect at once; the
+        thread stops at its next chunk.
         """
         display = args["path"]
         path = context.resolve_path(display)
-        data = await trio.to_thread.run_sync(read_file_bytes, path, display)
+        offset, limit = args.get("offset"), args.get("limit")
+        return await run_abandonable(lambda abandoned: _read(path, display, offset, limit, abandoned))
+
+
+def _read(path: Path, display: str, offset: int | None, limit: int | None, abandoned: Abandoned) -> Any:
+    fd, size = open_regular(path, display)
+    try:
         media_type = IMAGE_TYPES.get(path.suffix.lower())
         if media_type is not None:
-            if len(data) > MAX_IMAGE_BYTES:
-                raise ToolError(
-                    f"{display} is {len(data)} bytes; images over {MAX_IMAGE_BYTES} bytes are not supported"
-                )
+            if size > MAX_IMAGE_BYTES:
+                raise ToolError(f"{display} is {size} bytes; images over {MAX_IMAGE_BYTES} bytes are not supported")
+            data = _read_all(fd, MAX_IMAGE_BYTES + 1, abandoned)
             return ImageBlock.from_bytes(data, media_type)
-        if b"\0" in data[:8192]:
-            raise ToolError(f"{display} looks like a binary file; it cannot be read as text")
-        return format_text(data.decode("utf-8", "replace"), args.get("offset"), args.get("limit"))
-
-
-def format_text(text: str, offset: int | None, limit: int | None) -> str:
-    """Select ``offset``/``limit`` lines, truncate, and add a header when partial."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "" and len(lines) > 1:
-        lines.pop()  # a trailing newline does not make an extra line
-    total = len(lines)
-    start = (offset or 1) - 1
+        lines, start, total = _window(fd, display, (offset or 1) - 1, limit, abandoned)
+    finally:
+        os.close(fd)
     if start >= total and total:
         raise ToolError(f"offset {offset} is past the end of the file ({total} lines)")
-    selected = lines[start : start + limit] if limit else lines[start:]
+    return _format(lines, start, total)
+
+
+def _read_all(fd: int, cap: int, abandoned: Abandoned) -> bytes:
+    chunks = []
+    got = 0
+    while got < cap:
+        abandoned.check()
+        chunk = os.read(fd, min(_CHUNK, cap - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _window(
+    fd: int, display: str, start: int, limit: int | None, abandoned: Abandoned
+) -> tuple[list[str], int, int]:
+    """Lines ``start``.. (at most ``limit``, and no more than the output can show) and the file's line count.
+
+    Streams the file in chunks: only the kept lines are held, each cut at
+    just over :data:`MAX_BYTES`; past the window, newlines are only counted.
+    """
+    wanted = min(limit or MAX_LINES + 1, MAX_LINES + 1)
+    kept: list[bytes] = []
+    kept_bytes = 0
+    collecting = True
+    line = 0  # index of the line being read
+    partial = bytearray()
+    first = True
+    ends_with_newline = True
+    empty = True
+    while True:
+        abandoned.check()
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            break
+        if first:
+            first = False
+            if b"\0" in chunk[:8192]:
+                raise ToolError(f"{display} looks like a binary file; it cannot be read as text")
+        empty = False
+        ends_with_newline = chunk.endswith(b"\n")
+        newlines = chunk.count(b"\n")
+        if not collecting or line + newlines < start:
+            line += newlines
+            continue
+        pieces = chunk.split(b"\n")
+        last = len(pieces) - 1
+        for index, piece in enumerate(pieces):
+            if collecting and line >= start:
+                room = _LINE_CAP - len(partial)
+                if room > 0:
+                    partial += piece[:room]
+            if index == last:
+                break
+            if collecting and line >= start:
+                kept.append(bytes(partial))
+                kept_bytes += len(partial) + 1
+                collecting = len(kept) < wanted and kept_bytes <= MAX_BYTES
+            partial.clear()
+            line += 1
+    total = line if ends_with_newline and not empty else line + 1
+    if collecting and partial and line >= start:
+        kept.append(bytes(partial))
+    if empty:
+        kept = [b""] if start == 0 else []
+    return [k.decode("utf-8", "replace") for k in kept], start, total
+
+
+def _format(selected: list[str], start: int, total: int) -> str:
+    """The selected lines, truncated, with a header saying which lines they are when partial."""
     body, truncated = truncate("\n".join(selected))
     shown = body.count("\n") + 1  # truncate keeps at least (the head of) one line
     first, last = start + 1, start + shown
-    if truncated:
+    if truncated or shown < len(selected):
         cut = ""
-        if shown == 1 and body != selected[0]:  # one line longer than the byte limit
+        if shown == 1 and selected and body != selected[0]:  # one line longer than the byte limit
             cut = f"; line {first} is longer than {MAX_BYTES // 1024}KB and was cut"
         more = f"; use offset={last + 1} to read more" if last < total else ""
         header = f"(showing lines {first}-{last} of {total}, output truncated{cut}{more})"

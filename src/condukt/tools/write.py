@@ -5,27 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import trio
-
-from ._tool import Tool, ToolContext, ToolError
+from ._files import Abandoned, replace_file, run_abandonable
+from ._tool import Tool, ToolContext
 
 __all__ = ["Write"]
 
 
-def _write(path: Path, display: str, content: str) -> str:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = content.encode("utf-8")
-        path.write_bytes(data)
-    except IsADirectoryError:
-        raise ToolError(f"{display} is a directory") from None
-    except OSError as exc:
-        raise ToolError(f"Cannot write {display}: {exc.strerror or exc}") from None
+def _write(path: Path, display: str, content: str, abandoned: Abandoned) -> str:
+    data = content.encode("utf-8")
+    replace_file(path, display, data, abandoned)
     return f"Wrote {len(data)} bytes to {display}"
 
 
 class Write(Tool):
-    """Create or overwrite a file with ``content``, creating parent directories."""
+    """Create or overwrite a file with ``content``, creating parent directories.
+
+    The new content goes to a temporary file renamed over the target
+    (atomic: a reader sees the old or the new file, never half of one); an
+    existing file's permissions are kept and a symlink's target is written.
+    """
 
     name = "write"
     description = "Create or overwrite a file with the given content. Parent directories are created."
@@ -42,11 +40,13 @@ class Write(Tool):
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
         """Write the file.
 
-        Raises :class:`ToolError` when the path is a directory, cannot be
-        written or is outside a confined working directory. The write runs in a worker thread that cancellation does not
-        interrupt: a timeout or an abort arriving once it started waits for
-        it (the file is written anyway) and takes effect after it returns.
+        Raises :class:`ToolError` when the path is a directory or not a
+        regular file (a FIFO, a device), cannot be written, or is outside a
+        confined working directory or the sandbox's writable paths. The write
+        runs in a worker thread that cancellation (a timeout, an abort) abandons at once;
+        an abandoned write never lands.
         """
         display = args["path"]
-        path = context.resolve_path(display)
-        return await trio.to_thread.run_sync(_write, path, display, args["content"])
+        path = context.resolve_path(display, write=True)
+        content = args["content"]
+        return await run_abandonable(lambda abandoned: _write(path, display, content, abandoned))
