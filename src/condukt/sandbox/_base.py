@@ -98,8 +98,13 @@ class Sandbox(abc.ABC):
         self.inherit = tuple(_check_name(name) for name in inherit)
 
     @abc.abstractmethod
-    def command(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
-        """The argv that runs ``argv`` in ``cwd`` with exactly ``env``, inside this sandbox."""
+    def command(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], tree: bool = True) -> list[str]:
+        """The argv that runs ``argv`` in ``cwd`` with exactly ``env``, inside this sandbox.
+
+        ``tree=False`` promises the command starts no processes of its own
+        (condukt's own scanners): a backend may then skip what it does to
+        clean up after them.
+        """
 
     def stop_signal(self) -> int:
         """The signal that asks the started process to stop its whole tree (see :meth:`run`)."""
@@ -131,6 +136,7 @@ class Sandbox(abc.ABC):
         timeout: float,
         max_output: int = 4 * 50 * 1024,
         stdin: bytes | None = None,
+        tree: bool = True,
     ) -> ProcessResult:
         """Run ``argv`` in ``cwd`` with exactly ``env``; collect its combined output.
 
@@ -140,7 +146,7 @@ class Sandbox(abc.ABC):
         started (:meth:`stop_signal`, then ``SIGKILL`` to the process group
         after a grace period) and waits for it before returning or letting
         ``Cancelled`` propagate. ``stdin``: bytes fed to the command (none:
-        ``/dev/null``).
+        ``/dev/null``). ``tree``: see :meth:`command`.
         """
         cwd = Path(cwd)
         if not cwd.is_dir():
@@ -152,7 +158,7 @@ class Sandbox(abc.ABC):
             found = bool(program) and shutil.which(program, path=env.get("PATH", "")) is not None
         if not found:
             raise SandboxError(f"executable not found: {program}")
-        full = self.command(argv, cwd=cwd, env=env)
+        full = self.command(argv, cwd=cwd, env=env, tree=tree)
         try:
             process = await trio.lowlevel.open_process(
                 full,

@@ -88,7 +88,7 @@ class Bubblewrap(Sandbox):
             env.pop(name, None)
         return env
 
-    def command(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
+    def command(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], tree: bool = True) -> list[str]:
         """``bwrap`` with this sandbox's namespaces and mounts, then ``argv``."""
         program = shutil.which(self.executable)
         if program is None:

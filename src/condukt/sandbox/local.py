@@ -40,9 +40,9 @@ class Local(Sandbox):
             raise TypeError(f"reap must be a bool, got {type(reap).__name__}")
         self.reap = reap and sys.platform.startswith("linux")
 
-    def command(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
+    def command(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], tree: bool = True) -> list[str]:
         """``argv`` itself, or under the reaping launcher (``python -I -S _reaper.py argv...``)."""
-        if not self.reap:
+        if not self.reap or not tree:
             return list(argv)
         return [sys.executable, "-I", "-S", _REAPER, *argv]
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..sandbox import ProcessResult, SandboxError
 from ._output import MAX_BYTES, truncate
 from ._tool import ToolContext, ToolError
 
-__all__ = ["MAX_TIMEOUT", "effective_timeout", "format_result", "run_command"]
+__all__ = ["MAX_TIMEOUT", "effective_timeout", "format_result", "run_command", "run_scan"]
 
 #: The longest timeout a model may ask ``Bash``/``Command`` for, unless the
 #: tool's ``max_timeout`` option says otherwise.
@@ -39,6 +44,35 @@ async def run_command(
         return await sandbox.run(argv, cwd=cwd, env=env, timeout=timeout, max_output=_KEEP)
     except SandboxError as exc:
         raise ToolError(str(exc)) from None
+
+
+_SCAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_scan.py")
+_SCAN_OUTPUT = 1 << 20
+
+
+async def run_scan(context: ToolContext, job: Mapping[str, Any]) -> str:
+    """Run the ``Grep``/``Glob`` worker (``_scan.py``) on ``job`` in the agent's sandbox; its text.
+
+    A separate process, so the tool's timeout and an abort kill it wherever
+    it is (a regex match included). Raises :class:`ToolError` with the
+    worker's refusal (a bad pattern, a missing path) or when it fails.
+    """
+    job = {**job, "confine": os.path.realpath(context.cwd) if context.confine else None}
+    sandbox = context.sandbox
+    argv = [sys.executable, "-I", "-S", _SCAN, json.dumps(job)]
+    try:
+        result = await sandbox.run(
+            argv, cwd=context.cwd, env=sandbox.environment(), timeout=math.inf, max_output=_SCAN_OUTPUT, tree=False
+        )
+    except SandboxError as exc:
+        raise ToolError(str(exc)) from None
+    try:
+        out = json.loads(result.output)
+    except ValueError:
+        raise ToolError(f"the search failed (exit code {result.exit_code}): {result.output[-500:]}") from None
+    if "error" in out:
+        raise ToolError(out["error"])
+    return str(out["text"])
 
 
 def effective_timeout(requested: object, opts: Mapping[str, object], default: float) -> float:

@@ -2,40 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import trio
-
-from ._tool import Tool, ToolContext, ToolError
+from ._subprocess import run_scan
+from ._tool import Tool, ToolContext
 
 __all__ = ["Glob", "DEFAULT_LIMIT"]
 
 DEFAULT_LIMIT = 1000
 
 
-def _glob(root: Path, display: str, pattern: str, limit: int, allowed: Callable[[Path], bool]) -> str:
-    if not root.is_dir():
-        raise ToolError(f"directory not found: {display}")
-    if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
-        raise ToolError("pattern must be relative to the search directory and must not contain '..'")
-    try:
-        matches = sorted(str(p.relative_to(root)) for p in root.glob(pattern) if p.is_file() and allowed(p))
-    except (ValueError, OSError) as exc:
-        raise ToolError(f"invalid glob pattern {pattern!r}: {exc}") from None
-    if not matches:
-        return f"No files matched {pattern}"
-    shown = matches[:limit]
-    more = f"\n({len(matches) - limit} more not shown; narrow the pattern)" if len(matches) > limit else ""
-    return f"{len(matches)} match(es) for {pattern}:\n" + "\n".join(shown) + more
-
-
 class Glob(Tool):
     """List files matching a glob pattern (``**``, ``*``, ``?``, ``[abc]``), sorted.
 
     When the agent confines tools to its cwd, paths that lead out of it
-    through symlinks are left out.
+    through symlinks are left out. The walk runs in a worker process in the
+    agent's sandbox, killed at the tool's timeout or an abort; memory holds
+    only the ``limit`` paths shown.
     """
 
     name = "glob"
@@ -59,11 +42,16 @@ class Glob(Tool):
 
         Raises :class:`ToolError` for a missing directory (or one outside a
         confined working directory) or a pattern that is absolute, contains
-        ``..`` or is invalid. The search runs in a worker
-        thread that cancellation does not interrupt: a timeout or an abort
-        waits for the whole walk and takes effect after it returns.
+        ``..`` or is invalid. On cancellation (the tool's timeout, an abort)
+        the worker process is killed before ``trio.Cancelled`` propagates.
         """
         display = args.get("cwd") or "."
         root = context.resolve_path(display)
-        limit = int(args.get("limit") or DEFAULT_LIMIT)
-        return await trio.to_thread.run_sync(_glob, root, display, args["pattern"], limit, context.allows)
+        job = {
+            "mode": "glob",
+            "root": str(root),
+            "display": display,
+            "pattern": args["pattern"],
+            "limit": int(args.get("limit") or DEFAULT_LIMIT),
+        }
+        return await run_scan(context, job)

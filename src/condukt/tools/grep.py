@@ -2,71 +2,14 @@
 
 from __future__ import annotations
 
-import fnmatch
-import os
-import re
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import trio
-
-from ._tool import Tool, ToolContext, ToolError
+from ._subprocess import run_scan
+from ._tool import Tool, ToolContext
 
 __all__ = ["Grep", "DEFAULT_LIMIT"]
 
 DEFAULT_LIMIT = 200
-_SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".condukt"}
-_MAX_LINE = 500
-
-
-def _grep(
-    root: Path,
-    display: str,
-    pattern: str,
-    glob: str | None,
-    case_sensitive: bool,
-    limit: int,
-    allowed: Callable[[Path], bool],
-) -> str:
-    try:
-        regex = re.compile(pattern, 0 if case_sensitive else re.IGNORECASE)
-    except re.error as exc:
-        raise ToolError(f"Invalid regex: {exc}") from None
-    if root.is_file():
-        files = [root]
-        base = root.parent
-    elif root.is_dir():
-        files = []
-        base = root
-        for directory, dirs, names in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
-            for name in sorted(names):
-                files.append(Path(directory, name))
-    else:
-        raise ToolError(f"path not found: {display}")
-    lines: list[str] = []
-    for path in files:
-        rel = str(path.relative_to(base))
-        if glob and not (fnmatch.fnmatch(rel, glob) or fnmatch.fnmatch(path.name, glob)):
-            continue
-        if not allowed(path):
-            continue  # a symlink leading out of a confined working directory
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if b"\0" in data[:8192]:
-            continue  # binary
-        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-            if regex.search(line):
-                if len(line) > _MAX_LINE:
-                    line = line[:_MAX_LINE] + "..."
-                lines.append(f"{rel}:{number}: {line}")
-                if len(lines) >= limit:
-                    lines.append(f"(stopped at {limit} matches; narrow the search)")
-                    return "\n".join(lines)
-    return "\n".join(lines) if lines else f"No matches for {pattern}"
 
 
 class Grep(Tool):
@@ -75,7 +18,13 @@ class Grep(Tool):
     Skips binary files and VCS / dependency directories (``.git``,
     ``node_modules``...). ``glob`` filters file paths, ``path`` picks the root
     (a directory or one file). When the agent confines tools to its cwd,
-    symlinks leading out of it are skipped.
+    symlinks leading out of it are skipped. Files are streamed (the first
+    64 MiB of each are searched); FIFOs and devices are skipped.
+
+    The search runs in a separate worker process in the agent's sandbox
+    (about 15-20 ms to start): Python's regex engine holds the GIL for a
+    whole match, so a catastrophic-backtracking pattern in a thread would
+    freeze the node; in its own process it is killed at the deadline.
     """
 
     name = "grep"
@@ -100,20 +49,19 @@ class Grep(Tool):
         """Run the search.
 
         Raises :class:`ToolError` for an invalid regex or a path that is
-        missing or outside a confined working directory. The
-        search runs in a worker thread that cancellation does not interrupt: a
-        timeout or an abort waits for the whole walk (for ever on a FIFO no one
-        writes to) and takes effect after it returns.
+        missing or outside a confined working directory. On cancellation (the
+        tool's timeout, an abort) the worker process is killed before
+        ``trio.Cancelled`` propagates.
         """
         display = args.get("path") or "."
         root = context.resolve_path(display)
-        return await trio.to_thread.run_sync(
-            _grep,
-            root,
-            display,
-            args["pattern"],
-            args.get("glob"),
-            args.get("case_sensitive", True),
-            int(args.get("limit") or DEFAULT_LIMIT),
-            context.allows,
-        )
+        job = {
+            "mode": "grep",
+            "root": str(root),
+            "display": display,
+            "pattern": args["pattern"],
+            "glob": args.get("glob"),
+            "case_sensitive": args.get("case_sensitive", True),
+            "limit": int(args.get("limit") or DEFAULT_LIMIT),
+        }
+        return await run_scan(context, job)

@@ -1,0 +1,49 @@
+"""Fixtures for the sandbox tests: finding processes by a marker in their command line."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of live (not zombie) processes whose command line contains ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def marker() -> str:
+    """A unique ``sleep`` duration: ``sleep <marker>`` finds this test's processes and no one else's."""
+    return f"{900 + uuid.uuid4().int % 10000}.{uuid.uuid4().int % 1000:03d}"
+
+
+@pytest.fixture
+def none_left() -> Callable[[str], bool]:
+    """``none_left(marker)``: True once no process carries ``marker`` (waits up to 2 s, real time)."""
+
+    def check(marker: str) -> bool:
+        deadline = time.monotonic() + 2.0
+        while processes_with(marker):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    return check

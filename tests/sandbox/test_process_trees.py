@@ -1,0 +1,154 @@
+"""Everything a Bash or Command call started is gone after it ends, times out or is aborted.
+
+Real time: these run real processes. ``setsid`` and double-forked children
+leave the command's process group, so a group kill alone misses them (that
+was the bug); the subreaper launcher, or Bubblewrap's PID namespace, does not.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import condukt
+from condukt.testing import ScriptedModel, call, reply
+
+from .conftest import processes_with
+
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers are Linux-only")
+
+#: Three ways a command leaves processes behind it, each holding the marker.
+ESCAPES = {
+    "setsid": "setsid sleep {m} >/dev/null 2>&1 < /dev/null &",
+    # a daemon: fork, setsid, fork again
+    "double fork": "( setsid sh -c 'sleep {m} >/dev/null 2>&1 < /dev/null &' & )\n",
+    "nohup": "nohup sleep {m} >/dev/null 2>&1 < /dev/null &",
+}
+
+
+def sandboxes() -> list[object]:
+    """The default sandbox (no option given: Local) and Bubblewrap where it runs."""
+    params: list[object] = [pytest.param(None, id="default")]
+    available = shutil.which("bwrap") is not None and condukt.sandbox.Bubblewrap.available()
+    params.append(
+        pytest.param(
+            condukt.sandbox.Bubblewrap(),
+            id="bubblewrap",
+            marks=pytest.mark.skipif(not available, reason="bwrap is not installed or cannot make namespaces"),
+        )
+    )
+    return params
+
+
+def with_sandbox(sandbox: Any) -> dict[str, Any]:
+    return {} if sandbox is None else {"sandbox": sandbox}
+
+
+async def run_bash(tmp_path: Path, command: str, sandbox: Any, **options: object) -> str:
+    model = ScriptedModel([call("bash", {"command": command}), reply("done")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(
+            condukt.Agent, model=model, tools=[condukt.tools.Bash(**options)], cwd=tmp_path, **with_sandbox(sandbox)
+        )
+        assert await agent.run("go") == "done"
+        return (await agent.history())[2].text
+
+
+@LINUX
+@pytest.mark.parametrize("sandbox", sandboxes())
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+async def test_nothing_survives_the_command(
+    tmp_path: Path, sandbox: Any, escape: str, marker: str, none_left: Callable[[str], bool]
+) -> None:
+    # The pause lets the escape finish (leave the group) before the command ends.
+    text = await run_bash(tmp_path, ESCAPES[escape].format(m=marker) + "\nsleep 0.3; echo started", sandbox)
+    assert text == "started"
+    assert none_left(marker), processes_with(marker)
+
+
+@LINUX
+@pytest.mark.parametrize("sandbox", sandboxes())
+async def test_nothing_survives_a_timeout(
+    tmp_path: Path, sandbox: Any, marker: str, none_left: Callable[[str], bool]
+) -> None:
+    escapes = "\n".join(template.format(m=marker) for template in ESCAPES.values())
+    started = time.monotonic()
+    text = await run_bash(tmp_path, f"{escapes}\nsleep {marker}", sandbox, timeout=0.5)
+    assert text.startswith("Error: Command timed out after 0.5 seconds")
+    assert time.monotonic() - started < 3
+    assert none_left(marker), processes_with(marker)
+
+
+@LINUX
+@pytest.mark.parametrize("sandbox", sandboxes())
+async def test_nothing_survives_an_abort(
+    tmp_path: Path, sandbox: Any, marker: str, none_left: Callable[[str], bool]
+) -> None:
+    escapes = "\n".join(template.format(m=marker) for template in ESCAPES.values())
+    model = ScriptedModel([call("bash", {"command": f"{escapes}\nsleep {marker}"}), reply("never")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(
+            condukt.Agent, model=model, tools=[condukt.tools.Bash], cwd=tmp_path, **with_sandbox(sandbox)
+        )
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                with pytest.raises(condukt.Aborted):
+                    await agent.run("go")
+
+            nursery.start_soon(run)
+            with trio.fail_after(10):
+                while len(processes_with(f"sleep {marker}")) < 4:
+                    await trio.sleep(0.01)
+            assert await agent.abort() is True
+        assert agent.alive
+    assert none_left(marker), processes_with(marker)
+
+
+@LINUX
+async def test_a_command_grant_leaves_nothing_behind(
+    tmp_path: Path, marker: str, none_left: Callable[[str], bool]
+) -> None:
+    tool = condukt.tools.Command(command="setsid", timeout=0.5)
+    model = ScriptedModel([call("setsid", {"args": ["sleep", marker]}), reply("done")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[tool], cwd=tmp_path)
+        await agent.run("go")
+        text = (await agent.history())[2].text
+    assert "timed out after 0.5 seconds" in text
+    assert none_left(marker), processes_with(marker)
+
+
+@LINUX
+async def test_without_the_launcher_only_the_process_group_is_killed(
+    tmp_path: Path, marker: str, none_left: Callable[[str], bool]
+) -> None:
+    # reap=False is the documented fast mode: what left the group survives.
+    try:
+        text = await run_bash(
+            # (the pause lets setsid leave the group before the group kill)
+            tmp_path, ESCAPES["setsid"].format(m=marker) + "\nsleep 0.3; echo started", condukt.sandbox.Local(reap=False)
+        )
+        assert text == "started"
+        assert processes_with(marker)
+    finally:
+        import os
+        import signal
+
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert none_left(marker)
+
+
+async def test_the_exit_status_and_signals_come_through_the_launcher(tmp_path: Path) -> None:
+    assert await run_bash(tmp_path, "echo out; exit 3", None) == "out\n\n(exit code: 3)"
+    assert await run_bash(tmp_path, "kill -TERM $$", None) == "(killed by signal 15)"
+    # SIGPIPE is back to its default for the command (Python ignores it).
+    assert await run_bash(tmp_path, "yes | head -2", None) == "y\ny"
