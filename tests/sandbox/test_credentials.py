@@ -1,0 +1,127 @@
+"""Host credentials stay out of tool commands and out of what the model sees.
+
+The node under test runs in a child Python process started with credentials
+in its environment, so ``/proc/<pid>/environ`` (the environment a process
+was started with) really holds them, as it would in production.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import condukt
+from condukt.testing import ScriptedModel, call, reply
+
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+BWRAP = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not condukt.sandbox.Bubblewrap.available(),
+    reason="bwrap is not installed or cannot make namespaces",
+)
+
+HOST_ENV = {
+    "ANTHROPIC_API_KEY": "sk-ant-host-key-0123456789",
+    "DATABASE_URL": "postgres://app:hunter2-db-pass@db.internal/app",
+    "STRIPE_KEY": "sk_live_stripe_abcdef",
+    "SSH_AUTH_SOCK": "/tmp/ssh-agent-sock-xyz",
+}
+
+NODE = """
+import json, sys, trio, condukt
+from condukt.testing import ScriptedModel, call, reply
+
+async def main():
+    commands, sandbox = json.loads(sys.argv[1]), sys.argv[2]
+    model = ScriptedModel([[call("bash", {"command": c}) for c in commands], reply("done")])
+    options = {"sandbox": condukt.sandbox.Bubblewrap()} if sandbox == "bwrap" else {}
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.tools.Bash], cwd=sys.argv[3], **options)
+        await agent.run("go")
+        history = await agent.history()
+    print(json.dumps([m.text for m in history[2:-1]]))
+
+trio.run(main)
+"""
+
+
+def node_run(tmp_path: Path, commands: list[str], sandbox: str = "default") -> list[str]:
+    """Bash results from a node process whose own environment holds :data:`HOST_ENV`."""
+    env = {**os.environ, **HOST_ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", NODE, json.dumps(commands), sandbox, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    results: list[str] = json.loads(done.stdout)
+    return results
+
+
+def assert_no_credential(texts: list[str]) -> None:
+    for text in texts:
+        for value in HOST_ENV.values():
+            assert value not in text, text
+
+
+@LINUX
+def test_no_host_credential_reaches_the_command_or_its_parent(tmp_path: Path) -> None:
+    texts = node_run(
+        tmp_path,
+        [
+            "env",
+            "tr '\\0' '\\n' < /proc/$PPID/environ",
+            "echo ${DATABASE_URL:-none} ${STRIPE_KEY:-none} ${SSH_AUTH_SOCK:-none}",
+        ],
+    )
+    assert_no_credential(texts)
+    assert texts[2] == "none none none"
+    assert "PATH=" in texts[0] and "PATH=" in texts[1]
+
+
+@LINUX
+def test_a_credential_read_from_the_nodes_own_environ_is_redacted(tmp_path: Path) -> None:
+    # Same user, no sandbox: the command can read the node's /proc entry. It
+    # cannot be prevented locally (docs/sandboxes.md); the values are redacted.
+    texts = node_run(tmp_path, ["tr '\\0' '\\n' < /proc/$(ps -o ppid= -p $PPID | tr -d ' ')/environ | sort"])
+    assert_no_credential(texts)
+    assert "ANTHROPIC_API_KEY=[REDACTED:ANTHROPIC_API_KEY]" in texts[0]
+    assert "DATABASE_URL=[REDACTED:DATABASE_URL]" in texts[0]
+
+
+@LINUX
+@BWRAP
+def test_in_bubblewrap_no_host_credential_is_visible_by_any_means(tmp_path: Path) -> None:
+    texts = node_run(
+        tmp_path,
+        [
+            "env",
+            "cat /proc/*/environ | tr '\\0' '\\n' | sort -u",
+            "ls /proc | grep -c '^[0-9]'",
+            f"cat /proc/{os.getpid()}/environ 2>&1 | head -c 200; echo",
+        ],
+        sandbox="bwrap",
+    )
+    assert_no_credential(texts)
+    assert "HOME=/tmp/home" in texts[0]
+    assert int(texts[2].split()[0]) <= 6  # only the sandbox's own processes (bwrap, bash, ls, grep...)
+
+
+async def run_bash(tmp_path: Path, command: str, **options: object) -> str:
+    model = ScriptedModel([call("bash", {"command": command}), reply("done")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.tools.Bash], cwd=tmp_path, **options)
+        await agent.run("go")
+        return (await agent.history())[2].text
+
+
+async def test_declared_secrets_reach_the_command_and_are_redacted(tmp_path: Path) -> None:
+    text = await run_bash(tmp_path, "echo $GH_TOKEN", secrets={"GH_TOKEN": "ghp_declared_value"})
+    assert text == "[REDACTED:GH_TOKEN]"
