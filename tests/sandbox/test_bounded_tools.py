@@ -144,3 +144,20 @@ async def test_glob_is_bounded_in_results(tmp_path: Path) -> None:
         (tmp_path / f"f{i:02d}.txt").write_text("")
     text, _, _ = await one_call(tmp_path, condukt.tools.Glob, "glob", {"pattern": "*.txt", "limit": 3})
     assert text == "50 match(es) for *.txt:\nf00.txt\nf01.txt\nf02.txt\n(47 more not shown; narrow the pattern)"
+
+
+def test_an_abandoned_write_never_lands(tmp_path: Path) -> None:
+    # What a Write or Edit cut off by its timeout or an abort does in its
+    # worker thread: the new content never replaces the file, no temp file stays.
+    from condukt.tools._files import Abandoned, replace_file
+
+    target = tmp_path / "f.txt"
+    target.write_text("old")
+    abandoned = Abandoned()
+    abandoned.set()
+    with pytest.raises(condukt.ToolError):
+        replace_file(target, "f.txt", b"new", abandoned)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+    replace_file(target, "f.txt", b"new", Abandoned())
+    assert target.read_text() == "new"
