@@ -335,3 +335,18 @@ def test_process_isolation_without_trio_parallel_names_the_extra(monkeypatch: py
     monkeypatch.setitem(sys.modules, "trio_parallel", None)
     with pytest.raises(ImportError, match=r"pip install 'condukt\[process\]'"):
         condukt.tool(isolate="process")(_module_level)
+
+
+async def test_an_inline_sync_tool_past_its_deadline_gets_the_timeout_error_not_a_late_success(
+    tmp_path: Path,
+) -> None:
+    @condukt.tool(isolate="none")
+    def nap(seconds: float) -> str:
+        """Blocks the event loop (what isolate="none" means)."""
+        time.sleep(seconds)
+        return "slept"
+
+    start = time.monotonic()
+    results, _ = await through_agent([nap], [call("nap", {"seconds": 0.3})], tmp_path, tool_timeout=0.1)
+    assert time.monotonic() - start >= 0.3  # inline: the deadline could only land once it returned
+    assert [(r.text, r.is_error) for r in results] == [("Error: tool 'nap' timed out after 0.1 seconds", True)]

@@ -210,7 +210,8 @@ class FunctionTool(Tool):
         ``"none"``: an async function is cancelled at its awaits; a sync one in
         a thread is abandoned (it runs on to its end, its result discarded);
         in a process the worker is killed. With ``isolate="none"`` a sync
-        function runs to its end on the event loop before anything else runs.
+        function runs to its end on the event loop before anything else runs;
+        if the deadline passed meanwhile, its result is dropped then.
         """
         kwargs = dict(args)
         for key, schema in self._converters.items():
@@ -228,7 +229,12 @@ class FunctionTool(Tool):
             return await _in_thread(self.fn, kwargs)
         if isolate == "process":
             return await self._in_process(kwargs)
-        return self.fn(**kwargs)
+        result = self.fn(**kwargs)
+        if trio.current_time() >= trio.current_effective_deadline():
+            # The deadline passed while it ran: let the cancellation land, so a
+            # late result is dropped as in the other modes, not taken as a success.
+            await trio.lowlevel.checkpoint()
+        return result
 
     async def _in_process(self, kwargs: dict[str, Any]) -> Any:
         module, qualname = self._reference  # type: ignore[misc]  # set for isolate="process"
@@ -438,7 +444,7 @@ def tool(
       :class:`ToolContext`; arguments and the result are pickled.
     - ``"none"``: on the event loop, for quick pure functions: nothing else on
       the node runs until it returns, and a timeout or an abort takes effect
-      only then.
+      only then (the late result is dropped).
 
     Raises ``ValueError``/``TypeError``/``ImportError`` as :class:`FunctionTool` does.
     """
