@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -350,3 +351,14 @@ async def test_an_inline_sync_tool_past_its_deadline_gets_the_timeout_error_not_
     results, _ = await through_agent([nap], [call("nap", {"seconds": 0.3})], tmp_path, tool_timeout=0.1)
     assert time.monotonic() - start >= 0.3  # inline: the deadline could only land once it returned
     assert [(r.text, r.is_error) for r in results] == [("Error: tool 'nap' timed out after 0.1 seconds", True)]
+
+
+def test_a_function_from_an_interactive_session_cannot_run_in_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    def typed_at_the_prompt(x: int) -> int:
+        return x
+
+    typed_at_the_prompt.__module__ = "__main__"
+    typed_at_the_prompt.__qualname__ = "typed_at_the_prompt"
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))  # a REPL's: no __file__
+    with pytest.raises(TypeError, match="interactive session"):
+        condukt.tool(isolate="process")(typed_at_the_prompt)

@@ -12,7 +12,9 @@ import contextvars
 import functools
 import importlib
 import inspect
+import os
 import re
+import sys
 import typing
 from collections.abc import Callable
 from types import ModuleType
@@ -329,8 +331,6 @@ def _process_reference(
     would find the tool instead. The worker unwraps it (:func:`_resolve`).
     """
     label = _label(fn)
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(f"@tool {label}: an async function cannot run in a worker process (isolate='process')")
     if not inspect.isfunction(fn):
         raise TypeError(
             f"@tool {label}: isolate='process' needs a plain function defined at module level, got {type(fn).__name__}"
@@ -340,6 +340,11 @@ def _process_reference(
         raise TypeError(
             f"@tool {label}: a worker process imports the function by name, so a lambda or a function defined"
             " inside another function cannot run there (isolate='process'); define it at module level"
+        )
+    if module == "__main__" and not os.path.isfile(getattr(sys.modules.get("__main__"), "__file__", None) or ""):
+        raise TypeError(
+            f"@tool {label}: a worker process cannot import a function defined in an interactive session"
+            " (isolate='process'); define it in a module or a script"
         )
     if context_param is not None:
         raise TypeError(
