@@ -120,7 +120,7 @@ async def test_an_abort_ends_a_run_blocked_in_a_sync_tool_at_once(release: threa
             start = time.monotonic()
             assert await agent.abort()
         assert "aborted" in ended
-        assert ended["at"] - start < 0.2
+        assert ended["at"] - start < 0.5
         assert not await agent.history()  # the cut-off turn is dropped
     assert len(model.requests) == 1
 
