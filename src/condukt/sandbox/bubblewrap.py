@@ -96,7 +96,9 @@ class Bubblewrap(Sandbox):
                 f"{self.executable} not found: the Bubblewrap sandbox needs it "
                 "(Debian/Ubuntu: apt-get install bubblewrap)"
             )
-        args = [program, "--die-with-parent", "--new-session", "--unshare-all"]
+        # No --new-session: the command has no terminal (condukt starts bwrap in a new session),
+        # and staying in bwrap's process group lets one group kill reach every process of it.
+        args = [program, "--die-with-parent", "--unshare-all"]
         if self.network:
             args.append("--share-net")
         for path in self._system:
