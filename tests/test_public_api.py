@@ -40,7 +40,7 @@ SUBPACKAGES = {
         "SubagentSupervisor", "UnknownOperation", "operation", "operations_of", "run", "run_operation",
     },
     "condukt.tools": {
-        "AGENT_DEFAULT", "DEFAULT_SANDBOX", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Read", "Tool",
+        "AGENT_DEFAULT", "DEFAULT_SANDBOX", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Isolate", "Read", "Tool",
         "ToolContext", "ToolError", "Write", "coding_tools", "read_only_tools", "render_result",
         "resolve_tools", "tool",
     },

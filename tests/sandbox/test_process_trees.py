@@ -152,3 +152,18 @@ async def test_the_exit_status_and_signals_come_through_the_launcher(tmp_path: P
     assert await run_bash(tmp_path, "kill -TERM $$", None) == "(killed by signal 15)"
     # SIGPIPE is back to its default for the command (Python ignores it).
     assert await run_bash(tmp_path, "yes | head -2", None) == "y\ny"
+
+
+@LINUX
+@pytest.mark.parametrize("sandbox", sandboxes())
+async def test_a_command_cancelled_while_it_starts_leaves_nothing(
+    tmp_path: Path, sandbox: Any, marker: str, none_left: Callable[[str], bool]
+) -> None:
+    # A cancel that lands while the launcher or bwrap is still setting up
+    # (before the command runs) must stop whatever was started.
+    chosen = sandbox or condukt.sandbox.Local()
+    command = ["bash", "-c", ESCAPES["setsid"].format(m=marker) + f"\nsleep {marker}"]
+    for delay in (0.0, 0.001, 0.003, 0.01, 0.03):
+        with trio.move_on_after(delay):
+            await chosen.run(command, cwd=tmp_path, env=chosen.environment(), timeout=60)
+        assert none_left(marker), (delay, processes_with(marker))

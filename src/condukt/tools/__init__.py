@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._function_tool import FunctionTool, tool
+from ._function_tool import FunctionTool, Isolate, tool
 from ._tool import AGENT_DEFAULT, DEFAULT_SANDBOX, Tool, ToolContext, ToolError, render_result, resolve_tools
 from .bash import Bash
 from .command import Command
@@ -27,6 +27,7 @@ __all__ = [
     "FunctionTool",
     "Glob",
     "Grep",
+    "Isolate",
     "Read",
     "Tool",
     "ToolContext",

@@ -174,9 +174,11 @@ class Tool(abc.ABC):
         timed out and the run goes on) and on an abort or the run's timeout
         (the run ends and the turn is dropped from the history). An
         implementation must then stop promptly, release what it started (kill
-        its subprocesses) and let ``trio.Cancelled`` propagate; code that does
-        not reach a checkpoint (sync code, a worker thread) delays the timeout
-        and the abort until it ends.
+        its subprocesses: run them with ``context.sandbox.run``, which does)
+        and let ``trio.Cancelled`` propagate; code that does not reach a
+        checkpoint (sync code) delays the timeout and the abort until it ends.
+        Put blocking work in a worker thread that cancellation abandons, or a
+        function tool with ``isolate="process"`` (see :func:`condukt.tool`).
         """
 
     def definition(self) -> ToolDefinition:
