@@ -29,7 +29,7 @@ class Local(Sandbox):
     ``/proc/<pid>/environ`` (the node's included) and any file the user can.
     Use :class:`~condukt.sandbox.Bubblewrap` for a boundary.
 
-    ``reap=False`` skips the launcher (one interpreter start, about 15 ms a
+    ``reap=False`` skips the launcher (one interpreter start, 20-25 ms a
     command): only the command's process group is killed then, as on
     platforms without a subreaper (macOS, Windows).
     """
