@@ -22,6 +22,7 @@ from ._errors import (
     RateLimited,
     StreamError,
 )
+from ._fallback import DEFAULT_FALLBACK_ON, Fallback
 from ._http import HttpSettings, configure_http, provider_limits
 from ._limits import DEFAULT_MAX_CONCURRENCY, ProviderLimits
 from ._model import (
@@ -39,12 +40,14 @@ from .anthropic import AnthropicModel
 from .openai import OpenAIModel, OpenAIPreset
 
 __all__ = [
+    "DEFAULT_FALLBACK_ON",
     "DEFAULT_MAX_CONCURRENCY",
     "RETRY_STATUSES",
     "THINKING_LEVELS",
     "AnthropicModel",
     "AuthenticationFailed",
     "Emit",
+    "Fallback",
     "HttpSettings",
     "InvalidRequest",
     "InvalidResponse",
