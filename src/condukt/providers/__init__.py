@@ -24,7 +24,7 @@ from ._errors import (
 )
 from ._fallback import DEFAULT_FALLBACK_ON, Fallback
 from ._http import HttpSettings, configure_http, provider_limits
-from ._limits import DEFAULT_MAX_CONCURRENCY, ProviderLimits
+from ._limits import ADAPTIVE, DEFAULT_MAX_CONCURRENCY, ProviderLimits
 from ._model import (
     THINKING_LEVELS,
     Emit,
@@ -40,6 +40,7 @@ from .anthropic import AnthropicModel
 from .openai import OpenAIModel, OpenAIPreset
 
 __all__ = [
+    "ADAPTIVE",
     "DEFAULT_FALLBACK_ON",
     "DEFAULT_MAX_CONCURRENCY",
     "RETRY_STATUSES",

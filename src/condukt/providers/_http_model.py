@@ -45,6 +45,8 @@ logger = logging.getLogger("condukt.providers")
 _UNSET: Any = object()
 #: The most of a provider's error message kept in an exception.
 _MAX_MESSAGE = 2000
+#: Failures that mean "too much traffic": an adaptive concurrency limit backs off on them.
+_OVERLOAD_STATUSES = frozenset({429, 503, 529})
 
 
 def resolve_api_key(provider: str, api_key: str | None, env_var: str | None, *, required: bool = True) -> str | None:
@@ -335,6 +337,7 @@ class HttpModel(abc.ABC):
         limits = self.limits
         borrower = object()
         await limits.acquire(borrower, estimate)
+        generation = limits.generation
         try:
             request = httpx.Request(
                 "POST", self._url, headers=self._headers, content=body, extensions={"timeout": self._request_timeouts()}
@@ -345,9 +348,14 @@ class HttpModel(abc.ABC):
                 raise (StreamError if emit.emitted else ProviderUnavailable)(
                     self.provider, f"no data from the server for {self._stall:g}s"
                 )
+        except ProviderError as exc:
+            if exc.status_code in _OVERLOAD_STATUSES or exc.error_type == "overloaded_error":
+                limits.overloaded(generation)
+            raise
         finally:
             limits.release(borrower)
         limits.charge(message.usage.input_tokens + message.usage.output_tokens, estimate)
+        limits.succeeded()
         return message
 
     async def _send(self, request: httpx.Request) -> httpx.Response:

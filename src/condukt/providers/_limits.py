@@ -3,18 +3,31 @@
 Every agent on a node that talks to the same provider endpoint shares one
 :class:`ProviderLimits`, so a thousand agents do not stampede a provider,
 and a 429 seen by one of them slows everybody's traffic to that provider.
+
+By default the concurrency limit is adaptive (:data:`ADAPTIVE`): it starts
+open and backs off when the provider says it is overloaded, as TCP's
+congestion control does (additive increase, multiplicative decrease).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Final, Literal
 
 import trio
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "ProviderLimits"]
+__all__ = ["ADAPTIVE", "DEFAULT_MAX_CONCURRENCY", "ProviderLimits"]
 
+#: ``max_concurrency="adaptive"``: start at :data:`ADAPTIVE_START` requests in
+#: flight; halve on a 429, 503 or 529, once per window (failures of requests
+#: sent before the last halving do not halve again: they were sent under the
+#: old limit); grow by one after each full window of successes, up to the start.
+ADAPTIVE: Final = "adaptive"
 #: Requests in flight to one provider endpoint from one node, unless configured.
-DEFAULT_MAX_CONCURRENCY = 64
+DEFAULT_MAX_CONCURRENCY: Final = ADAPTIVE
+#: Where an adaptive limit starts, and the most it grows to (the node's HTTP
+#: client holds at most 1,000 connections by default).
+ADAPTIVE_START = 1000
 
 _UNSET: object = object()
 
@@ -53,7 +66,10 @@ def _positive_or_none(name: str, value: object) -> float | None:
 class ProviderLimits:
     """The limits one node applies to one provider endpoint.
 
-    ``max_concurrency`` bounds requests in flight (``None``: unbounded);
+    ``max_concurrency`` bounds requests in flight: an int, ``None``
+    (unbounded) or ``"adaptive"`` (the default, see :data:`ADAPTIVE`:
+    :meth:`overloaded` and :meth:`succeeded` move it; :attr:`concurrency`
+    is where it stands);
     ``requests_per_minute`` and ``tokens_per_minute`` are token buckets (a
     request reserves its estimated input tokens, and is charged its real
     usage when it completes). :meth:`slow_down` (called on a 429) holds every
@@ -65,7 +81,7 @@ class ProviderLimits:
         self,
         name: str,
         *,
-        max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY,
+        max_concurrency: int | None | Literal["adaptive"] = DEFAULT_MAX_CONCURRENCY,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
     ) -> None:
@@ -76,7 +92,11 @@ class ProviderLimits:
         self._resume_at = -math.inf
         self._rpm: _Bucket | None = None
         self._tpm: _Bucket | None = None
-        self._max_concurrency: int | None = None
+        self._max_concurrency: int | None | Literal["adaptive"] = None
+        self._adaptive_limit = ADAPTIVE_START
+        self._credit = 0.0
+        #: Bumped at every adaptive decrease; see :meth:`overloaded`.
+        self.generation = 0
         #: The most requests that were in flight at once.
         self.peak_in_flight = 0
         self.configure(
@@ -94,12 +114,19 @@ class ProviderLimits:
     ) -> None:
         """Change the limits that are given (``None`` removes one); requests in flight are not affected."""
         if max_concurrency is not _UNSET:
-            if max_concurrency is not None and (
-                isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1
+            if max_concurrency == ADAPTIVE:
+                self._max_concurrency = ADAPTIVE
+                self._adaptive_limit, self._credit = ADAPTIVE_START, 0.0
+                self._slots.total_tokens = ADAPTIVE_START
+            elif max_concurrency is None or (
+                isinstance(max_concurrency, int) and not isinstance(max_concurrency, bool) and max_concurrency >= 1
             ):
-                raise ValueError(f"max_concurrency must be a positive int or None, got {max_concurrency!r}")
-            self._max_concurrency = max_concurrency
-            self._slots.total_tokens = math.inf if max_concurrency is None else max_concurrency
+                self._max_concurrency = max_concurrency
+                self._slots.total_tokens = math.inf if max_concurrency is None else max_concurrency
+            else:
+                raise ValueError(
+                    f"max_concurrency must be a positive int, None or 'adaptive', got {max_concurrency!r}"
+                )
         now = trio.current_time() if _in_trio() else 0.0
         if requests_per_minute is not _UNSET:
             rpm = _positive_or_none("requests_per_minute", requests_per_minute)
@@ -109,9 +136,43 @@ class ProviderLimits:
             self._tpm = None if tpm is None else _Bucket(tpm, now)
 
     @property
-    def max_concurrency(self) -> int | None:
-        """Requests allowed in flight at once (``None``: unbounded)."""
+    def max_concurrency(self) -> int | None | Literal["adaptive"]:
+        """The configured limit: an int, ``None`` (unbounded) or ``"adaptive"``."""
         return self._max_concurrency
+
+    @property
+    def concurrency(self) -> float:
+        """Requests allowed in flight right now (``math.inf`` when unbounded; moves when adaptive)."""
+        return self._slots.total_tokens
+
+    def overloaded(self, generation: int | None = None) -> None:
+        """The provider said it is overloaded (429, 503, 529): an adaptive limit halves.
+
+        ``generation`` is :attr:`generation` as it was when the failed request
+        was sent: a request sent before the last halving does not halve
+        again (the requests of one burst all fail; the limit halves once).
+        A fixed limit does not move.
+        """
+        if self._max_concurrency != ADAPTIVE:
+            return
+        if generation is not None and generation != self.generation:
+            return
+        self.generation += 1
+        # Half of what was really in flight: the nominal limit means little when fewer requests were sent.
+        in_flight = self._slots.borrowed_tokens or self._adaptive_limit
+        self._adaptive_limit = max(1, min(self._adaptive_limit, in_flight) // 2)
+        self._credit = 0.0
+        self._slots.total_tokens = self._adaptive_limit
+
+    def succeeded(self) -> None:
+        """A request completed: an adaptive limit below its start grows by one per full window of successes."""
+        if self._max_concurrency != ADAPTIVE or self._adaptive_limit >= ADAPTIVE_START:
+            return
+        self._credit += 1.0 / self._adaptive_limit
+        if self._credit >= 1.0:
+            self._credit = 0.0
+            self._adaptive_limit += 1
+            self._slots.total_tokens = self._adaptive_limit
 
     @property
     def requests_per_minute(self) -> float | None:
@@ -182,7 +243,7 @@ class ProviderLimits:
 
     def __repr__(self) -> str:
         return (
-            f"<ProviderLimits {self.name} max_concurrency={self._max_concurrency} "
+            f"<ProviderLimits {self.name} max_concurrency={self._max_concurrency} concurrency={self.concurrency} "
             f"rpm={self.requests_per_minute} tpm={self.tokens_per_minute} in_flight={self.in_flight}>"
         )
 
