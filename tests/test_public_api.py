@@ -45,6 +45,7 @@ SUBPACKAGES = {
         "resolve_tools", "tool",
     },
     "condukt.schema": {"Schema", "is_structured_type", "schema_for"},
+    "condukt.asyncio": {"Handle", "Node", "Stream", "open_node", "run"},
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
         "SandboxError", "redact_host_credentials",
@@ -99,7 +100,7 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
 PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
-    "condukt.secrets", "condukt.redaction", "condukt.sandbox",
+    "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio",
 ]  # fmt: skip
 
 

@@ -1,0 +1,426 @@
+"""condukt from asyncio code: trio runs as a guest on the running asyncio loop.
+
+::
+
+    import asyncio
+    import condukt.asyncio as ca
+
+    async def main():
+        async with ca.open_node() as node:           # trio runs as a guest on this loop
+            agent = await node.spawn(MyAgent, model=...)
+            print(await agent.run("hi"))
+            async with agent.stream("go") as events:
+                async for event in events: ...
+        print(await ca.run("one-shot", model=..., tools=[...]))
+
+    asyncio.run(main())
+
+One trio guest run (:func:`trio.lowlevel.start_guest_run`) per asyncio loop
+is shared by every node opened on it, and ends when the last one closes.
+The proxies returned here (:class:`Node`, :class:`Handle`, :class:`Stream`)
+have the names of the trio API, and **every method is awaitable** on
+asyncio, the trio API's sync ones included (they must run inside trio's
+run); properties are read directly.
+
+Cancellation crosses both ways. Cancelling the asyncio task that awaits a
+call (``asyncio.wait_for`` or ``asyncio.timeout`` running out, a client
+disconnecting) cancels the trio call, and the await returns once that has
+ended; for ``run`` and ``stream`` that means the agent aborts the run (its
+tool subprocesses are killed), exactly as when a trio caller is cancelled.
+An exception on the trio side arrives as the same exception on asyncio;
+``trio.Cancelled`` never does.
+
+Why guest mode and not a thread: calls stay on the loop's thread (no
+thread hop per call, no locks), and trio's cancellation maps onto asyncio's
+task cancellation. The bridge is hand-written because no well-kept package
+exposes trio objects to asyncio this way (trio-asyncio goes the other way,
+asyncio code inside trio, and is in maintenance mode; anyio targets code
+written for both, not a trio library called from asyncio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any
+
+import outcome
+import trio
+
+from . import agent as _agent_layer
+from . import otp
+
+__all__ = ["Handle", "Node", "Stream", "open_node", "run"]
+
+#: Events a stream holds for the asyncio side before the run waits for it to read.
+STREAM_BUFFER = 64
+
+
+class _Guest:
+    """One trio guest run on one asyncio loop, shared by the nodes opened on it."""
+
+    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Guest] = weakref.WeakKeyDictionary()
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.users = 0
+        self.token: trio.lowlevel.TrioToken | None = None
+        self.nursery: trio.Nursery | None = None
+        self.started: asyncio.Future[None] = loop.create_future()
+        self.finished: asyncio.Future[None] = loop.create_future()
+
+    @classmethod
+    async def acquire(cls) -> _Guest:
+        loop = asyncio.get_running_loop()
+        guest = cls._by_loop.get(loop)
+        if guest is None or guest.finished.done():
+            guest = cls._by_loop[loop] = cls(loop)
+            trio.lowlevel.start_guest_run(
+                guest._main,
+                run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+                run_sync_soon_not_threadsafe=loop.call_soon,
+                done_callback=guest._done,
+                host_uses_signal_set_wakeup_fd=True,
+            )
+        guest.users += 1
+        try:
+            await asyncio.shield(guest.started)
+        except BaseException:
+            guest.users -= 1
+            raise
+        return guest
+
+    async def release(self) -> None:
+        self.users -= 1
+        if self.users == 0 and self.token is not None and self.nursery is not None:
+            nursery = self.nursery
+            self.token.run_sync_soon(nursery.cancel_scope.cancel)
+            await asyncio.shield(self.finished)
+
+    async def _main(self) -> None:
+        self.token = trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            self.started.set_result(None)
+            await trio.sleep_forever()
+
+    def _done(self, result: outcome.Outcome[None]) -> None:
+        if self.finished.done():
+            return
+        if isinstance(result, outcome.Error) and not isinstance(result.error, trio.Cancelled):
+            self.finished.set_exception(result.error)
+            if not self.started.done():
+                self.started.set_exception(result.error)
+        else:
+            self.finished.set_result(None)
+            if not self.started.done():
+                self.started.set_exception(RuntimeError("condukt's trio run ended before it started"))
+
+    def call_soon(self, fn: Callable[[], Any]) -> None:
+        """Run sync ``fn`` inside trio's run, soon."""
+        assert self.token is not None
+        self.token.run_sync_soon(fn)
+
+    async def call(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """Await trio's ``fn(*args, **kwargs)`` from asyncio; see the module for cancellation."""
+        result: asyncio.Future[Any] = self.loop.create_future()
+        settled: asyncio.Future[None] = self.loop.create_future()
+        scopes: list[trio.CancelScope] = []
+
+        async def body() -> None:
+            with trio.CancelScope() as scope:
+                scopes.append(scope)
+                if result.cancelled():
+                    scope.cancel()
+                try:
+                    value = await fn(*args, **kwargs)
+                except trio.Cancelled:
+                    if not result.done():
+                        result.set_exception(RuntimeError("condukt's trio run was stopped during the call"))
+                    raise
+                except BaseException as exc:
+                    if not result.done():
+                        result.set_exception(exc)
+                else:
+                    if not result.done():
+                        result.set_result(value)
+                finally:
+                    if not settled.done():
+                        settled.set_result(None)
+
+        def start() -> None:
+            if self.nursery is None or self.nursery.cancel_scope.cancel_called:
+                if not result.done():
+                    result.set_exception(RuntimeError("the node is closed"))
+                settled.set_result(None)
+                return
+            self.nursery.start_soon(body)
+
+        def cancel_trio_side(future: asyncio.Future[Any]) -> None:
+            if future.cancelled():
+                self.call_soon(lambda: [scope.cancel() for scope in scopes])
+
+        result.add_done_callback(cancel_trio_side)
+        self.call_soon(start)
+        try:
+            return await result
+        except asyncio.CancelledError:
+            # The trio side is being cancelled: wait until it has cleaned up.
+            await asyncio.shield(settled)
+            raise
+
+
+def _wrap(guest: _Guest, value: Any) -> Any:
+    if isinstance(value, otp.Node):
+        return Node(guest, value)
+    if isinstance(value, otp.Handle):
+        return Handle(guest, value)
+    return value
+
+
+class _Proxy:
+    """Trio's methods as asyncio awaitables; properties read as they are."""
+
+    def __init__(self, guest: _Guest, inner: Any) -> None:
+        self._guest = guest
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if not callable(value) or name.startswith("_") or inspect.isclass(value):
+            return value
+        guest = self._guest
+
+        @functools.wraps(value)
+        async def bridged(*args: Any, **kwargs: Any) -> Any:
+            async def inside() -> Any:
+                outcome_value = value(*args, **kwargs)
+                if inspect.isawaitable(outcome_value):
+                    outcome_value = await outcome_value
+                return outcome_value
+
+            return _wrap(guest, await guest.call(inside))
+
+        return bridged
+
+    def __repr__(self) -> str:
+        return f"<condukt.asyncio proxy of {self._inner!r}>"
+
+
+class Node(_Proxy):
+    """A condukt node seen from asyncio: the methods of :class:`condukt.Node`, all awaitable."""
+
+    @property
+    def inner(self) -> otp.Node:
+        """The trio-side node (use it only from trio code)."""
+        node: otp.Node = self._inner
+        return node
+
+
+class Handle(_Proxy):
+    """A process or agent handle seen from asyncio: its methods awaitable, ``stream`` an async context manager.
+
+    Handles are compared and hashed by the process they reference.
+    """
+
+    @property
+    def inner(self) -> Any:
+        """The trio-side handle (use it only from trio code)."""
+        return self._inner
+
+    def stream(self, *args: Any, **kwargs: Any) -> Stream:
+        """``async with handle.stream(prompt) as events``, then ``async for event in events``.
+
+        See :meth:`condukt.AgentHandle.stream`.
+        """
+        return Stream(self._guest, self._inner, args, kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Handle) and other._inner == self._inner
+
+    def __hash__(self) -> int:
+        return hash(self._inner)
+
+
+_END = object()
+
+
+class Stream:
+    """The events of one streaming run, on asyncio.
+
+    Leaving the block early (or cancelling the task iterating it) aborts the
+    run, as on trio. ``result``, ``error`` and ``run_id`` are those of the
+    trio :class:`~condukt.agent.EventStream`.
+    """
+
+    def __init__(self, guest: _Guest, handle: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._guest = guest
+        self._handle = handle
+        self._args = args
+        self._kwargs = kwargs
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._inner: Any = None
+        self._credits: trio.Semaphore | None = None
+        self._pump: asyncio.Task[Any] | None = None
+        self._delivered: BaseException | None = None  # an error already raised to the reader
+
+    async def __aenter__(self) -> Stream:
+        ready: asyncio.Future[None] = self._guest.loop.create_future()
+
+        async def pump() -> None:
+            self._credits = trio.Semaphore(STREAM_BUFFER)
+            try:
+                async with self._handle.stream(*self._args, **self._kwargs) as events:
+                    self._inner = events
+                    ready.set_result(None)
+                    async for event in events:
+                        await self._credits.acquire()
+                        self._queue.put_nowait(event)
+            except BaseException as exc:
+                if not ready.done():
+                    ready.set_exception(exc)
+                    raise
+                if not isinstance(exc, trio.Cancelled):
+                    self._queue.put_nowait(_Raise(exc))
+                raise
+            finally:
+                self._queue.put_nowait(_END)
+
+        self._pump = asyncio.ensure_future(self._guest.call(pump))
+        try:
+            await ready
+        except BaseException:
+            await self._close()
+            raise
+        return self
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        item = await self._queue.get()
+        if item is _END:
+            self._queue.put_nowait(_END)
+            raise StopAsyncIteration
+        if isinstance(item, _Raise):
+            self._delivered = item.exc
+            raise item.exc
+        credits = self._credits
+        if credits is not None:
+            self._guest.call_soon(credits.release)
+        return item
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        pump = self._pump
+        if pump is None:
+            return
+        if not pump.done():
+            pump.cancel()  # leaving early: the trio side leaves the stream's block, aborting the run
+        try:
+            await pump
+        except asyncio.CancelledError:
+            pass
+        except BaseException as exc:
+            if exc is not self._delivered:
+                raise
+        if pump.cancelled():
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise asyncio.CancelledError
+
+    @property
+    def result(self) -> str | None:
+        """The final text once the run completed."""
+        return None if self._inner is None else self._inner.result
+
+    @property
+    def error(self) -> Any:
+        """The :class:`~condukt.events.Error` event if the run failed."""
+        return None if self._inner is None else self._inner.error
+
+    @property
+    def run_id(self) -> str:
+        """The run's id (what ``abort(run_id)`` takes)."""
+        return "" if self._inner is None else str(self._inner.run_id)
+
+
+class _Raise:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class _OpenNode:
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self._kwargs = kwargs
+        self._guest: _Guest | None = None
+        self._exit: asyncio.Future[None] | None = None
+        self._closed: asyncio.Future[None] | None = None
+
+    async def __aenter__(self) -> Node:
+        guest = self._guest = await _Guest.acquire()
+        opened: asyncio.Future[otp.Node] = guest.loop.create_future()
+        exit_now: asyncio.Future[None] = guest.loop.create_future()
+        self._exit = exit_now
+        exit_event = trio.Event()
+
+        async def hold() -> None:
+            # The node lives in a trio task of its own until the asyncio block ends.
+            async with otp.open_node(**self._kwargs) as node:
+                opened.set_result(node)
+                exit_now.add_done_callback(lambda _: guest.call_soon(exit_event.set))
+                if exit_now.done():
+                    exit_event.set()
+                await exit_event.wait()
+
+        self._closed = asyncio.ensure_future(guest.call(hold))
+        waiting: set[asyncio.Future[Any]] = {opened, self._closed}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if opened.done():
+            return Node(guest, opened.result())
+        await guest.release()
+        self._closed.result()  # raises what opening raised
+        raise RuntimeError("the node did not open")  # pragma: no cover
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._guest is not None and self._exit is not None and self._closed is not None
+        self._exit.set_result(None)
+        try:
+            await self._closed
+        finally:
+            await self._guest.release()
+
+
+def open_node(**kwargs: Any) -> _OpenNode:
+    """``async with condukt.asyncio.open_node() as node``: a node on the running asyncio loop.
+
+    Takes the options of :func:`condukt.open_node`. Leaving the block stops
+    the node (its processes, then its HTTP client), as on trio. Cancelling
+    the task inside the block cancels what it awaits, not the node.
+    """
+    return _OpenNode(kwargs)
+
+
+async def run(*args: Any, **kwargs: Any) -> Any:
+    """:func:`condukt.run` from asyncio: a one-shot run on a temporary node.
+
+    Cancelling the awaiting task aborts the run (its tool subprocesses are
+    gone when the cancellation arrives) before ``CancelledError`` propagates.
+    """
+    guest = await _Guest.acquire()
+    try:
+        return await guest.call(_agent_layer.run, *args, **kwargs)
+    finally:
+        await guest.release()

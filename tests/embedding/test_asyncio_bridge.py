@@ -1,0 +1,213 @@
+"""condukt from asyncio: trio as a guest on the asyncio loop, cancellation both ways.
+
+These tests are plain functions that call ``asyncio.run`` themselves, as an
+asyncio service would; the server test runs uvicorn on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+import condukt
+import condukt.asyncio as ca
+from condukt.providers import ProviderUnavailable
+from condukt.testing import FunctionModel, ScriptedModel, call, reply
+
+
+def test_spawn_run_stream_and_history_under_asyncio_run() -> None:
+    async def main() -> tuple[Any, ...]:
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply("hello"), reply("streamed")]))
+            text = await agent.run("hi")
+            async with agent.stream("go") as events:
+                kinds = [type(event).__name__ async for event in events]
+            history = await agent.history()
+            return text, kinds, events.result, len(history), agent.alive, await node.whereis("nobody")
+
+    text, kinds, result, turns, alive, missing = asyncio.run(main())
+    assert (text, result, turns, alive, missing) == ("hello", "streamed", 4, True, None)
+    assert kinds == ["AgentStart", "TurnStart", "TextDelta", "TurnEnd", "AgentEnd", "Done"]
+
+
+def test_200_concurrent_runs() -> None:
+    async def main() -> list[str]:
+        async with ca.open_node() as node:
+            agents = [await node.spawn(condukt.Agent, model=ScriptedModel([reply(f"r{i}")])) for i in range(200)]
+            return list(await asyncio.gather(*(agent.run("go") for agent in agents)))
+
+    assert asyncio.run(main()) == [f"r{i}" for i in range(200)]
+
+
+def test_an_asyncio_timeout_aborts_the_run_and_kills_its_subprocess(
+    tmp_path: Path, process_gone: Callable[[int], bool]
+) -> None:
+    pid_file = tmp_path / "pid"
+    command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 600"
+
+    async def main() -> tuple[float, int, Any, bool]:
+        async with ca.open_node() as node:
+            model = ScriptedModel([call("bash", {"command": command}), reply("never")])
+            agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.tools.Bash], cwd=tmp_path)
+            started = time.monotonic()
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(agent.run("go"), 1.0)
+            took = time.monotonic() - started
+            while agent.running:  # the agent aborts the run right after the caller left
+                await asyncio.sleep(0.01)
+            history = await agent.history()
+            return took, int(pid_file.read_text()), history, agent.alive
+
+    took, pid, history, alive = asyncio.run(main())
+    assert took < 3
+    assert process_gone(pid)
+    assert history == ()  # the aborted run left nothing
+    assert alive
+
+
+def test_a_trio_side_error_arrives_as_the_same_exception() -> None:
+    def down(request: Any) -> Any:
+        raise ProviderUnavailable("x", "down", status_code=503)
+
+    async def main() -> None:
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=FunctionModel(down))
+            with pytest.raises(ProviderUnavailable, match="down"):
+                await agent.run("go")
+            with pytest.raises(ValueError, match="max_turns"):
+                await node.spawn(condukt.Agent, model=ScriptedModel([]), max_turns=0)
+            with pytest.raises(TypeError):
+                await agent.run(42)
+            assert agent.alive
+
+    asyncio.run(main())
+
+
+def test_leaving_a_stream_early_aborts_the_run() -> None:
+    async def slow(request: Any) -> Any:
+        await trio.sleep(30)
+        return "late"
+
+    async def main() -> Any:
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=FunctionModel(slow))
+            started = time.monotonic()
+            async with agent.stream("go") as events:
+                async for event in events:
+                    if type(event).__name__ == "TurnStart":
+                        break
+            assert time.monotonic() - started < 5
+            return await agent.history(), agent.running
+
+    history, running = asyncio.run(main())
+    assert history == () and running is False
+
+
+def test_nodes_on_one_loop_share_one_trio_run_and_one_shots_work() -> None:
+    async def main() -> tuple[str, str, str]:
+        async with ca.open_node() as first, ca.open_node() as second:
+            a = await first.spawn(condukt.Agent, model=ScriptedModel([reply("one")]))
+            b = await second.spawn(condukt.Agent, model=ScriptedModel([reply("two")]))
+            texts = await asyncio.gather(a.run("go"), b.run("go"))
+        shot = await ca.run("once", model=ScriptedModel([reply("shot")]))
+        return texts[0], texts[1], shot
+
+    assert asyncio.run(main()) == ("one", "two", "shot")
+
+
+def test_cancelling_the_task_never_leaks_trio_cancelled() -> None:
+    async def never(request: Any) -> Any:
+        await trio.sleep_forever()
+
+    async def main() -> BaseException | None:
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=FunctionModel(never))
+            task = asyncio.ensure_future(agent.run("go"))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            try:
+                await task
+            except BaseException as exc:  # noqa: BLE001 - what escapes is the point
+                return exc
+        return None
+
+    escaped = asyncio.run(main())
+    assert isinstance(escaped, asyncio.CancelledError)
+
+
+@pytest.fixture
+def uvicorn_app() -> Iterator[str]:
+    """A Starlette app on uvicorn (127.0.0.1), whose lifespan opens a condukt node; its URL."""
+    uvicorn = pytest.importorskip("uvicorn")
+    starlette_apps = pytest.importorskip("starlette.applications")
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    state: dict[str, Any] = {}
+
+    async def run(request: Request) -> JSONResponse:
+        body = await request.json()
+        session = body.get("session")
+        agent = state["sessions"].get(session)
+        if agent is None:
+            model = FunctionModel(lambda r: f"turn {len(r.messages) // 2 + 1}: {r.messages[-1].text}")
+            agent = await state["node"].spawn(condukt.Agent, model=model)
+            session = agent.session_id
+            state["sessions"][session] = agent
+        return JSONResponse({"session": session, "text": await agent.run(body["prompt"])})
+
+    async def stream(request: Request) -> StreamingResponse:
+        agent = await state["node"].spawn(condukt.Agent, model=ScriptedModel([reply("streamed words")]))
+
+        async def lines() -> Any:
+            async with agent.stream("go") as events:
+                async for event in events:
+                    yield f"event: {type(event).__name__}\n\n"
+
+        return StreamingResponse(lines(), media_type="text/event-stream")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        async with ca.open_node() as node:
+            state["node"], state["sessions"] = node, {}
+            yield
+
+    app = starlette_apps.Starlette(
+        routes=[Route("/run", run, methods=["POST"]), Route("/stream", stream)], lifespan=lifespan
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_under_uvicorn_a_session_continues_and_streams(uvicorn_app: str) -> None:
+    with httpx.Client(base_url=uvicorn_app, timeout=10) as client:
+        first = client.post("/run", json={"prompt": "hello"}).json()
+        second = client.post("/run", json={"prompt": "again", "session": first["session"]}).json()
+        assert first["text"] == "turn 1: hello"
+        assert second == {"session": first["session"], "text": "turn 2: again"}
+        streamed = client.get("/stream").text
+    assert "event: TextDelta" in streamed and streamed.rstrip().endswith("event: Done")
