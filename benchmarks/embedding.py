@@ -1,0 +1,89 @@
+"""condukt driven from asyncio (condukt.asyncio, trio as a guest) against the same runs driven from trio.
+
+    python benchmarks/embedding.py [N]
+
+The agent_loop.py workload (2 model turns + 1 tool call, in-process model):
+runs on already-spawned agents, driven once from a trio program and once
+from an asyncio program through ``condukt.asyncio``, in the same process.
+CPU time per run, sequential (one agent, N runs) and concurrent (N agents,
+one run each, all at once); the ratio asyncio / trio is the bridge's cost.
+Target (issue 12): at most 1.2x at 1 and at 1,000 concurrent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import gc
+import sys
+import time
+
+import trio
+from agent_loop import OPTIONS, TwoTurns
+
+import condukt
+import condukt.asyncio as ca
+
+
+async def trio_side(n: int) -> tuple[float, float]:
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS)
+        for _ in range(20):
+            await agent.run("go")
+            await agent.clear()
+        gc.collect()
+        cpu = time.process_time()
+        for i in range(n):
+            await agent.run("go")
+            if i % 50 == 49:
+                await agent.clear()
+        sequential = (time.process_time() - cpu) / n
+        agents = [await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS) for _ in range(n)]
+        gc.collect()
+        cpu = time.process_time()
+        async with trio.open_nursery() as nursery:
+            for each in agents:
+                nursery.start_soon(each.run, "go")
+        concurrent = (time.process_time() - cpu) / n
+    return sequential, concurrent
+
+
+async def asyncio_side(n: int) -> tuple[float, float]:
+    async with ca.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS)
+        for _ in range(20):
+            await agent.run("go")
+            await agent.clear()
+        gc.collect()
+        cpu = time.process_time()
+        for i in range(n):
+            await agent.run("go")
+            if i % 50 == 49:
+                await agent.clear()
+        sequential = (time.process_time() - cpu) / n
+        agents = [await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS) for _ in range(n)]
+        gc.collect()
+        cpu = time.process_time()
+        await asyncio.gather(*(each.run("go") for each in agents))
+        concurrent = (time.process_time() - cpu) / n
+    return sequential, concurrent
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    print(f"embedding, {datetime.date.today()}, condukt {condukt.__version__}, Python {sys.version.split()[0]}, "
+          f"trio {trio.__version__}; N={n}, best of 3")
+    best_trio = [float("inf")] * 2
+    best_asyncio = [float("inf")] * 2
+    for _ in range(3):
+        t = trio.run(trio_side, n)
+        a = asyncio.run(asyncio_side(n))
+        best_trio = [min(x, y) for x, y in zip(best_trio, t, strict=True)]
+        best_asyncio = [min(x, y) for x, y in zip(best_asyncio, a, strict=True)]
+    for label, index in (("one agent, runs one after another", 0), (f"{n} agents, one run each, at once", 1)):
+        tr, asy = best_trio[index] * 1e6, best_asyncio[index] * 1e6
+        print(f"  {label:<36} trio {tr:7.1f} µs   asyncio {asy:7.1f} µs   {asy / tr:.2f}×")
+
+
+if __name__ == "__main__":
+    main()
