@@ -144,8 +144,13 @@ async def test_a_process_tool_past_its_timeout_is_killed_before_its_side_effect(
     tmp_path: Path, process_gone: Callable[[int], bool]
 ) -> None:
     pytest.importorskip("trio_parallel", reason="the [process] extra is not installed")
+    import trio_parallel
+
     from ._process_tools import write_later
 
+    # A worker's first start (0.3-0.7 s, more on a loaded machine) counts against the
+    # tool's timeout; start one first, as a service's earlier calls would have.
+    await trio_parallel.run_sync(int)
     target = tmp_path / "side-effect.txt"
     model = ScriptedModel([call("write_later", {"path": str(target), "seconds": 1.5}), reply("done")])
     async with condukt.open_node() as node:

@@ -1,4 +1,4 @@
-"""``python -m condukt.demo [agents|runtime]``."""
+"""``python -m condukt.demo [agents|runtime] [--live]``."""
 
 import sys
 

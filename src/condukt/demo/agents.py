@@ -6,9 +6,10 @@ calls (files are globbed, grepped, read and edited, commands run in real
 subprocesses), concurrency, streaming, a crash and its restart, and a
 delegation to two sub-agents running in parallel.
 
-With ``ANTHROPIC_API_KEY`` or ``OPENAI_API_KEY`` set, the explorer and fixer
-talk to the real provider instead (``CONDUKT_DEMO_OFFLINE=1`` keeps them
-scripted).
+Always offline unless asked: with ``--live`` (``python -m condukt.demo
+--live``) and ``ANTHROPIC_API_KEY`` or ``OPENAI_API_KEY`` set, the explorer
+and fixer talk to the real (paid) provider instead. A key in the
+environment alone never switches it.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def lookup(node: condukt.Node, name: str) -> Any:
 
 
 def live_model() -> str | None:
-    if os.environ.get("CONDUKT_DEMO_OFFLINE") == "1":
+    if "--live" not in sys.argv[1:]:
         return None
     if os.environ.get("ANTHROPIC_API_KEY"):
         return "anthropic:claude-sonnet-4-5"
@@ -198,7 +199,8 @@ async def main() -> None:
     logging.getLogger("condukt").setLevel(logging.CRITICAL)
     live = live_model()
     print("condukt demo: supervised agents with real tools on a temporary project")
-    print(f"model: {live or 'scripted (offline; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real one)'}\n")
+    offline = "scripted (offline; --live with ANTHROPIC_API_KEY or OPENAI_API_KEY set uses a real one)"
+    print(f"model: {live or offline}\n")
     with tempfile.TemporaryDirectory(prefix="condukt-demo-") as tmp:
         root = Path(tmp)
         for rel, content in PROJECT.items():
