@@ -37,7 +37,8 @@ SUBPACKAGES = {
         "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle",
         "BoundOperation", "Busy", "Capability", "EventStream", "InvalidInput", "InvalidOutput",
         "NoResultSubmitted", "NotRunning", "Operation", "Run", "RunTimeout", "Session", "Subagent",
-        "SubagentSupervisor", "UnknownOperation", "operation", "operations_of", "run", "run_operation",
+        "SubagentSupervisor", "UnknownOperation", "UsageLimitExceeded", "UsageLimits", "operation", "operations_of",
+        "run", "run_operation",
     },
     "condukt.tools": {
         "AGENT_DEFAULT", "DEFAULT_SANDBOX", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Isolate", "Read", "Tool",

@@ -26,6 +26,7 @@ from ._operations import BoundOperation, Operation, operation, operations_of, ru
 from ._run import Run
 from ._session import Session
 from ._subagents import Subagent, SubagentSupervisor
+from ._usage_limits import UsageLimitExceeded, UsageLimits
 
 __all__ = [
     "AGENT_OPTIONS",
@@ -50,6 +51,8 @@ __all__ = [
     "Subagent",
     "SubagentSupervisor",
     "UnknownOperation",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "operation",
     "operations_of",
     "run",
