@@ -14,9 +14,11 @@ from typing import Any
 from . import lowlevel
 from ._errors import (
     AuthenticationFailed,
+    EmptyPrompt,
     InvalidRequest,
     InvalidResponse,
     MissingApiKey,
+    ModelRefused,
     ProviderError,
     ProviderUnavailable,
     RateLimited,
@@ -45,6 +47,7 @@ __all__ = [
     "AnthropicModel",
     "AuthenticationFailed",
     "Emit",
+    "EmptyPrompt",
     "HttpSettings",
     "InvalidRequest",
     "InvalidResponse",
@@ -52,6 +55,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelFactory",
+    "ModelRefused",
     "ModelRequest",
     "OpenAIModel",
     "OpenAIPreset",
