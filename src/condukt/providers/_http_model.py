@@ -246,7 +246,11 @@ class StreamAssembler(abc.ABC):
         """The message, once the body ended; :class:`StreamError` if the stream stopped short."""
 
     async def feed(self, event: ServerSentEvent, emit: Emit) -> None:
-        """:meth:`take` ``event`` and emit its deltas (no decoding guard: see :meth:`HttpModel.decode_event`)."""
+        """:meth:`take` ``event`` and emit its deltas (no decoding guard: see :meth:`HttpModel.decode_event`).
+
+        Its only checkpoints are in ``emit``: a cancellation there propagates,
+        and the assembler is then abandoned with its attempt.
+        """
         for delta in self.take(event):
             await emit(delta)
 
