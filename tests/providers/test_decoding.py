@@ -133,7 +133,7 @@ async def test_text_that_is_not_a_string_is_an_invalid_response(
 ) -> None:
     server.add(broken(protocol, stream, text_field, value))
     agent = await spawn(node, server, protocol, stream=stream, model_options={"retry": False})
-    with pytest.raises(InvalidResponse, match="expected a string"):
+    with pytest.raises(InvalidResponse, match="expected (a string|an object)"):
         await agent.run("hi")
     assert agent.alive
 
@@ -442,3 +442,14 @@ def test_error_bodies_of_any_shape_give_a_typed_error() -> None:
     ]:
         assert isinstance(model.error_event(payload), ProviderError)
     assert isinstance(model.error_event({"error": {"code": 503}}), ProviderUnavailable)
+
+
+def test_openai_content_sent_as_parts_is_joined() -> None:
+    body = openai_body(reply(), "m")
+    parts = [
+        {"type": "text", "text": "Hel"},
+        {"type": "image_url", "image_url": {"url": "x"}},
+        {"type": "text", "text": "lo"},
+    ]
+    body["choices"][0]["message"]["content"] = parts
+    assert _openai().decode_response(json.dumps(body).encode()).text == "Hello"

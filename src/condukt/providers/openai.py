@@ -203,14 +203,28 @@ def _function_arguments(value: Any, where: str) -> Any:
     raise WireError(f"{where}: expected a string or an object")
 
 
-def _tool_call(item: Any, where: str) -> ToolCall:
+def _content(data: dict[str, Any], key: str, where: str) -> str:
+    """``content`` or ``refusal``: a string, or (Mistral and others) an array of parts whose text parts count."""
+    value = data.get(key)
+    if type(value) is not list:
+        return text(data, key, where)
+    pieces = []
+    for i, item in enumerate(value):
+        part = obj(item, f"{where}.{key}[{i}]")
+        kind = text(part, "type", f"{where}.{key}[{i}]")
+        if kind in ("text", "refusal"):
+            pieces.append(text(part, kind, f"{where}.{key}[{i}]"))
+    return "".join(pieces)
+
+
+def _tool_call(item: Any, index: int, where: str) -> ToolCall:
     call = obj(item, where)
     function = obj(call.get("function"), f"{where}.function")
     name = text(function, "name", f"{where}.function")
     if not name:
         raise WireError(f"{where}.function.name: missing")
     arguments = _function_arguments(function.get("arguments"), f"{where}.function.arguments")
-    return ToolCall(text(call, "id", where) or f"call_{where}", name, arguments)
+    return ToolCall(text(call, "id", where) or f"call_{index}", name, arguments)
 
 
 class OpenAIModel(HttpModel):
@@ -296,12 +310,12 @@ class OpenAIModel(HttpModel):
         reasoning = _reasoning(message, where)
         if reasoning:
             blocks.append(ThinkingBlock(reasoning))
-        content = text(message, "content", where)
-        refusal = text(message, "refusal", where)
+        content = _content(message, "content", where)
+        refusal = _content(message, "refusal", where)
         if content or refusal:
             blocks.append(TextBlock(content or refusal))
         for i, call in enumerate(array(message, "tool_calls", where)):
-            blocks.append(_tool_call(call, f"{where}.tool_calls[{i}]"))
+            blocks.append(_tool_call(call, i, f"{where}.tool_calls[{i}]"))
         stop = StopReason.REFUSAL if refusal else _stop_reason(text(choice, "finish_reason", "choices[0]"))
         return AssistantMessage(
             tuple(blocks),
