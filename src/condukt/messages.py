@@ -7,6 +7,7 @@ one converter in :mod:`condukt.serialization`.
 from __future__ import annotations
 
 import base64
+import enum
 from collections.abc import Mapping
 from typing import Any, Literal, Union
 
@@ -17,6 +18,7 @@ __all__ = [
     "ContentBlock",
     "ImageBlock",
     "Message",
+    "StopReason",
     "TextBlock",
     "ThinkingBlock",
     "ToolCall",
@@ -131,9 +133,44 @@ class UserMessage:
         return cls((TextBlock(text), *images))
 
 
+class StopReason(enum.StrEnum):
+    """Why a model stopped: every provider's stop or finish reason maps to one of these.
+
+    A ``str`` enum, so ``message.stop_reason == "end_turn"`` holds and it
+    serialises as its value. Provider values: Anthropic's ``stop_reason``
+    is used as is; OpenAI's ``finish_reason`` ``stop`` is ``END_TURN``,
+    ``tool_calls``/``function_call`` ``TOOL_USE``, ``length``
+    ``MAX_TOKENS``, ``content_filter`` ``CONTENT_FILTER``; a message carrying
+    an OpenAI ``refusal`` is ``REFUSAL``. A value no provider documents is ``OTHER``.
+    An HTTP provider raises :class:`~condukt.providers.ModelRefused` instead of
+    returning a ``REFUSAL`` or ``CONTENT_FILTER`` message.
+    """
+
+    #: The model finished its answer.
+    END_TURN = "end_turn"
+    #: The model asked for tools.
+    TOOL_USE = "tool_use"
+    #: The output cap (``max_tokens``) cut the answer.
+    MAX_TOKENS = "max_tokens"
+    #: A stop sequence ended the answer.
+    STOP_SEQUENCE = "stop_sequence"
+    #: Anthropic paused a long server-tool turn; sending the message back resumes it.
+    PAUSE_TURN = "pause_turn"
+    #: The model declined to answer.
+    REFUSAL = "refusal"
+    #: The provider's content filter withheld (part of) the answer.
+    CONTENT_FILTER = "content_filter"
+    #: A reason none of the above covers.
+    OTHER = "other"
+
+
 @attrs.frozen
 class AssistantMessage:
-    """One complete model response."""
+    """One complete model response.
+
+    ``stop_reason`` is a :class:`StopReason` when a provider built the
+    message (a plain ``str`` equal to one when it was read back from storage).
+    """
 
     content: tuple[ContentBlock, ...]
     usage: Usage = Usage()

@@ -14,9 +14,11 @@ from typing import Any
 from . import lowlevel
 from ._errors import (
     AuthenticationFailed,
+    EmptyPrompt,
     InvalidRequest,
     InvalidResponse,
     MissingApiKey,
+    ModelRefused,
     ProviderError,
     ProviderUnavailable,
     RateLimited,
@@ -48,6 +50,7 @@ __all__ = [
     "AnthropicModel",
     "AuthenticationFailed",
     "Emit",
+    "EmptyPrompt",
     "Fallback",
     "HttpSettings",
     "InvalidRequest",
@@ -56,6 +59,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelFactory",
+    "ModelRefused",
     "ModelRequest",
     "OpenAIModel",
     "OpenAIPreset",

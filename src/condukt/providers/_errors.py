@@ -7,13 +7,20 @@ own message is redacted before it is stored.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._model import ModelError
+
+if TYPE_CHECKING:
+    from ..messages import AssistantMessage
 
 __all__ = [
     "AuthenticationFailed",
+    "EmptyPrompt",
     "InvalidRequest",
     "InvalidResponse",
     "MissingApiKey",
+    "ModelRefused",
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
@@ -83,6 +90,33 @@ class ProviderError(ModelError):
 
 class InvalidRequest(ProviderError):
     """The provider rejected the request (HTTP 400, 404, 413, 422...): sending it again will not help."""
+
+
+class EmptyPrompt(InvalidRequest, ValueError):
+    """The request has nothing to answer: no messages, or a last user message without text or images.
+
+    Raised by the model before any request is sent (an empty prompt would be
+    an HTTP 400 from Anthropic and a silent prefill or a wasted request
+    elsewhere). A ``ValueError`` too, as it is a mistake in the caller's input.
+    """
+
+
+class ModelRefused(ProviderError):
+    """The model declined to answer, or the provider's content filter withheld the answer.
+
+    ``stop_reason`` is :attr:`~condukt.messages.StopReason.REFUSAL` (an
+    OpenAI ``refusal``, an Anthropic ``"refusal"`` stop reason) or
+    :attr:`~condukt.messages.StopReason.CONTENT_FILTER` (OpenAI's
+    ``finish_reason: "content_filter"``); the message is the refusal text the
+    model gave, if any. ``response`` is the message as received (partial text
+    included), which is not added to the history. Not retried: the same
+    request is likely refused again.
+    """
+
+    def __init__(self, provider: str, message: str, *, stop_reason: str, response: AssistantMessage) -> None:
+        super().__init__(provider, message, error_type=str(stop_reason))
+        self.stop_reason = stop_reason
+        self.response = response
 
 
 class AuthenticationFailed(ProviderError):

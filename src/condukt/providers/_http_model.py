@@ -13,20 +13,22 @@ import abc
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import httpx
 import trio
 
 from ..events import Event, Retry, TextDelta, ThinkingDelta
-from ..messages import AssistantMessage, TextBlock, ThinkingBlock
+from ..messages import AssistantMessage, ImageBlock, StopReason, TextBlock, ThinkingBlock, UserMessage
 from ..otp import current_node
 from ._errors import (
     AuthenticationFailed,
+    EmptyPrompt,
     InvalidRequest,
     InvalidResponse,
     MissingApiKey,
+    ModelRefused,
     ProviderError,
     ProviderUnavailable,
     RateLimited,
@@ -36,9 +38,9 @@ from ._http import DEFAULT_BASE_URLS, NodeHttp, endpoint_name, node_http
 from ._model import Emit, ModelRequest
 from ._retry import RETRY_STATUSES, RetryPolicy, parse_retry_after, retry_policy
 from ._sse import ServerSentEvent, SSEDecoder
-from ._wire import loads
+from ._wire import WireError, loads
 
-__all__ = ["HttpModel", "StreamAssembler", "error_for_type", "resolve_api_key"]
+__all__ = ["HttpModel", "StreamAssembler", "error_details", "error_for_type", "resolve_api_key"]
 
 logger = logging.getLogger("condukt.providers")
 
@@ -47,6 +49,17 @@ _UNSET: Any = object()
 _MAX_MESSAGE = 2000
 #: Failures that mean "too much traffic": an adaptive concurrency limit backs off on them.
 _OVERLOAD_STATUSES = frozenset({429, 503, 529})
+#: What a malformed response may raise while it is decoded, besides :class:`WireError`:
+#: the catch-all of the decoding boundary (anything else is a bug and propagates).
+_DECODE_ERRORS = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError)
+#: Stop reasons that are not an answer: :meth:`HttpModel.complete` raises :class:`ModelRefused`.
+_REFUSALS = frozenset({StopReason.REFUSAL, StopReason.CONTENT_FILTER})
+
+
+def _has_prompt(message: Any) -> bool:
+    if type(message) is not UserMessage:
+        return True
+    return any(type(block) is ImageBlock or block.text.strip() for block in message.content)  # type: ignore[union-attr]
 
 
 def resolve_api_key(provider: str, api_key: str | None, env_var: str | None, *, required: bool = True) -> str | None:
@@ -63,6 +76,64 @@ def resolve_api_key(provider: str, api_key: str | None, env_var: str | None, *, 
     return None
 
 
+#: Error ``type``/``code`` names, lower-cased, as Anthropic, OpenAI and the
+#: compatible servers (LiteLLM and vLLM send exception class names, Ollama
+#: OpenAI's) spell them; the HTTP status, when there is one, comes first.
+_QUOTA_KINDS = frozenset({"insufficient_quota", "billing_error", "billing_hard_limit_reached", "quota_exceeded"})
+_RATE_KINDS = frozenset(
+    {"rate_limit_error", "rate_limit_exceeded", "ratelimiterror", "rate_limited", "too_many_requests"}
+)
+_AUTH_KINDS = frozenset(
+    {
+        "authentication_error",
+        "permission_error",
+        "invalid_api_key",
+        "authenticationerror",
+        "permissiondeniederror",
+        "unauthorized",
+        "forbidden",
+    }
+)
+_UNAVAILABLE_KINDS = frozenset(
+    {
+        "overloaded_error",
+        "api_error",
+        "server_error",
+        "timeout_error",
+        "internal_server_error",
+        "internalservererror",
+        "serviceunavailableerror",
+        "service_unavailable",
+        "apiconnectionerror",
+        "apitimeouterror",
+        "timeout",
+        "overloaded",
+    }
+)
+_INVALID_KINDS = frozenset(
+    {
+        "invalid_request_error",
+        "not_found_error",
+        "request_too_large",
+        "context_length_exceeded",
+        "model_not_found",
+        "badrequesterror",
+        "notfounderror",
+        "unprocessableentityerror",
+        "contextwindowexceedederror",
+    }
+)
+
+
+def _status_of(code: Any) -> int | None:
+    """An error ``code`` that is an HTTP status (``503``, ``"429"``), else ``None``."""
+    if type(code) is str and code.isdigit() and len(code) == 3:
+        code = int(code)
+    if type(code) is int and 400 <= code <= 599:
+        return code
+    return None
+
+
 def error_for_type(
     provider: str,
     error_type: str | None,
@@ -71,17 +142,36 @@ def error_for_type(
     status_code: int | None = None,
     request_id: str | None = None,
     retry_after: float | None = None,
+    code: Any = None,
 ) -> ProviderError:
-    """The typed error for a provider's error ``error_type`` and/or HTTP ``status_code``."""
-    kind = (error_type or "").lower()
+    """The typed error for a provider's error ``error_type``, ``code`` and/or HTTP ``status_code``.
+
+    The HTTP status decides, then a numeric ``code`` (an error inside a
+    stream has no status of its own: OpenRouter and LiteLLM put one there),
+    then the ``type`` and a textual ``code``. An exhausted quota is never
+    retried, whatever the status (OpenAI sends it as a 429).
+    """
+    kinds = {(error_type or "").lower()}
+    if type(code) is str:
+        kinds.add(code.lower())
+    status = status_code if status_code is not None else _status_of(code)
     cls: type[ProviderError]
-    if status_code == 429 or "rate_limit" in kind:
+    if kinds & _QUOTA_KINDS:
+        cls = ProviderError
+    elif status == 429 or kinds & _RATE_KINDS or any("rate_limit" in kind for kind in kinds):
         cls = RateLimited
-    elif status_code in (401, 403) or kind in ("authentication_error", "permission_error", "invalid_api_key"):
+    elif status in (401, 403) or status is None and kinds & _AUTH_KINDS:
         cls = AuthenticationFailed
-    elif status_code in RETRY_STATUSES or kind in ("overloaded_error", "api_error", "server_error", "timeout_error"):
+    elif status is not None:
+        if status in RETRY_STATUSES or status >= 500 and kinds & _UNAVAILABLE_KINDS:
+            cls = ProviderUnavailable
+        elif 400 <= status < 500:
+            cls = InvalidRequest
+        else:
+            cls = ProviderError
+    elif kinds & _UNAVAILABLE_KINDS:
         cls = ProviderUnavailable
-    elif status_code is not None and 400 <= status_code < 500 or kind == "invalid_request_error":
+    elif kinds & _INVALID_KINDS:
         cls = InvalidRequest
     else:
         cls = ProviderError
@@ -95,45 +185,76 @@ def error_for_type(
     )
 
 
-def error_details(payload: Any) -> tuple[str | None, str | None]:
-    """``(type, message)`` from a provider's error body, whichever of the usual shapes it has.
+def _scalar(value: Any) -> str | None:
+    """A string, number or bool as text; ``None`` for anything else (no ``str()`` of deep JSON)."""
+    if type(value) is str:
+        return value
+    if type(value) in (int, float, bool):
+        return str(value) if type(value) is not int or value.bit_length() < 64 else None
+    return None
+
+
+def error_details(payload: Any) -> tuple[str | None, Any, str | None]:
+    """``(type, code, message)`` from a provider's error body, whichever of the usual shapes it has.
 
     Anthropic: ``{"type": "error", "error": {"type", "message"}}``; OpenAI and
-    compatibles: ``{"error": {"message", "type", "code"}}``; others put a
-    string in ``error``, ``message`` or ``detail``.
+    compatibles: ``{"error": {"message", "type", "code"}}``; vLLM before
+    0.9: the same fields at the top level (``"object": "error"``); others
+    put a string in ``error``, ``message`` or ``detail``. Total: any JSON
+    value gives a (possibly empty) answer. ``code`` is an ``int`` or ``str``.
     """
-    if not isinstance(payload, dict):
-        return None, None
+    if type(payload) is not dict:
+        return None, None, None
     error = payload.get("error")
-    if isinstance(error, dict):
-        message = error.get("message")
-        kind = error.get("type") or error.get("code")
-        return (str(kind) if kind else None), (str(message) if message is not None else None)
-    if isinstance(error, str):
-        return None, error
-    for key in ("message", "detail"):
-        value = payload.get(key)
-        if value is not None:
-            return None, value if isinstance(value, str) else str(value)
-    return None, None
+    if type(error) is not dict:
+        if error is not None:
+            return None, None, _scalar(error)
+        if payload.get("object") != "error":
+            for key in ("message", "detail"):
+                message = _scalar(payload.get(key))
+                if message is not None:
+                    return None, None, message
+            return None, None, None
+        error = payload
+    kind = _scalar(error.get("type"))
+    if kind in ("", "None", "null"):  # LiteLLM spells a missing type "None"
+        kind = None
+    code = error.get("code")
+    if type(code) not in (int, str) or type(code) is int and code.bit_length() > 16:
+        code = None
+    if kind is None and type(code) is str and not code.isdigit() and code:
+        kind = code
+    return kind, code, _scalar(error.get("message"))
 
 
 class StreamAssembler(abc.ABC):
-    """Builds one :class:`AssistantMessage` from a provider's server-sent events."""
+    """Builds one :class:`AssistantMessage` from a provider's server-sent events.
+
+    :meth:`take` and :meth:`finish` only decode: on a malformed event they
+    may raise a ``ValueError``, ``TypeError``, ``LookupError``... (ideally a
+    ``ValueError`` naming the field), and :class:`HttpModel` turns that into
+    a :class:`StreamError` (see :meth:`HttpModel.decode_event`).
+    """
 
     @abc.abstractmethod
-    async def feed(self, event: ServerSentEvent, emit: Emit) -> None:
-        """Take one event, emitting text and thinking deltas as they come.
+    def take(self, event: ServerSentEvent) -> Sequence[Event]:
+        """Take one event; return the text and thinking deltas it carries, to be emitted in order.
 
-        Raises :class:`ProviderError` for an error event, :class:`StreamError`
-        for one that breaks the protocol. Its only checkpoints are in ``emit``:
-        a cancellation there must propagate, and the assembler is then
-        abandoned with its attempt.
+        Raises :class:`ProviderError` for an error event.
         """
 
     @abc.abstractmethod
     def finish(self) -> AssistantMessage:
         """The message, once the body ended; :class:`StreamError` if the stream stopped short."""
+
+    async def feed(self, event: ServerSentEvent, emit: Emit) -> None:
+        """:meth:`take` ``event`` and emit its deltas (no decoding guard: see :meth:`HttpModel.decode_event`).
+
+        Its only checkpoints are in ``emit``: a cancellation there propagates,
+        and the assembler is then abandoned with its attempt.
+        """
+        for delta in self.take(event):
+            await emit(delta)
 
 
 class _Guard:
@@ -168,6 +289,13 @@ class HttpModel(abc.ABC):
     :class:`~condukt.providers.RetryPolicy`) as long as nothing was streamed
     yet, emitting a :class:`~condukt.events.Retry` event before each new
     attempt. Cancelling it closes the request's connection at once.
+
+    Decoding is total: whatever a server sends, ``complete`` returns a
+    message or raises a :class:`~condukt.providers.ProviderError`
+    (:class:`~condukt.providers.InvalidResponse` naming the field that broke
+    the protocol). :meth:`decode_response`, :meth:`decode_event`,
+    :meth:`decode_end` and :meth:`decode_stream` are that boundary, usable
+    without a server.
     """
 
     #: The endpoint path appended to the base URL.
@@ -255,11 +383,72 @@ class HttpModel(abc.ABC):
 
     @abc.abstractmethod
     def parse_response(self, payload: Any) -> AssistantMessage:
-        """The message in a non-streamed response body (:class:`InvalidResponse` if it is not one)."""
+        """The message in a non-streamed response body, decoded JSON of any shape.
+
+        On a malformed body it may raise a ``ValueError``, ``TypeError``,
+        ``LookupError``... (ideally a ``ValueError`` naming the field):
+        :meth:`decode_response` turns it into :class:`InvalidResponse`.
+        """
 
     @abc.abstractmethod
     def stream_assembler(self) -> StreamAssembler:
         """A fresh assembler for one streamed response."""
+
+    # ------------------------------------------------------------------ decoding
+
+    def _invalid(self, cls: type[InvalidResponse], what: str, exc: BaseException) -> InvalidResponse:
+        detail = str(exc) if isinstance(exc, WireError) else f"unexpected shape ({type(exc).__name__}: {exc})"
+        return cls(self.provider, self.redact(f"{what}: {detail}"))
+
+    def decode_response(self, body: bytes) -> AssistantMessage:
+        """The message in a non-streamed response ``body``.
+
+        Raises :class:`InvalidResponse` (naming the field) for a body that
+        is not JSON or not the protocol; never any other exception.
+        """
+        try:
+            payload = loads(body)
+        except ValueError as exc:
+            raise InvalidResponse(self.provider, f"response is not JSON: {exc}") from None
+        try:
+            return self.parse_response(payload)
+        except ProviderError:
+            raise
+        except (WireError, *_DECODE_ERRORS) as exc:
+            raise self._invalid(InvalidResponse, "invalid response", exc) from None
+
+    def decode_event(self, assembler: StreamAssembler, event: ServerSentEvent) -> Sequence[Event]:
+        """``assembler.take(event)``: the deltas to emit, :class:`ProviderError` for an error event,
+        :class:`StreamError` (naming the field) for one that breaks the protocol; nothing else."""
+        try:
+            return assembler.take(event)
+        except ProviderError:
+            raise
+        except (WireError, *_DECODE_ERRORS) as exc:
+            raise self._invalid(StreamError, f"malformed {event.event!r} event", exc) from None
+
+    def decode_end(self, assembler: StreamAssembler) -> AssistantMessage:
+        """``assembler.finish()``: the message, or :class:`StreamError`; nothing else."""
+        try:
+            return assembler.finish()
+        except ProviderError:
+            raise
+        except (WireError, *_DECODE_ERRORS) as exc:
+            raise self._invalid(StreamError, "malformed stream", exc) from None
+
+    def decode_stream(self, chunks: Iterable[bytes]) -> tuple[list[Event], AssistantMessage]:
+        """A whole ``text/event-stream`` body, cut into ``chunks`` anywhere: its deltas and its message.
+
+        What :meth:`complete` does with a streamed body, minus the network:
+        raises a :class:`ProviderError` and nothing else.
+        """
+        decoder = SSEDecoder()
+        assembler = self.stream_assembler()
+        deltas: list[Event] = []
+        for chunk in chunks:
+            for event in decoder.feed(chunk):
+                deltas.extend(self.decode_event(assembler, event))
+        return deltas, self.decode_end(assembler)
 
     def head(self, request: ModelRequest) -> bytes:
         """:meth:`encode_head`, re-encoded only when the system prompt, tools,
@@ -299,10 +488,30 @@ class HttpModel(abc.ABC):
     async def complete(self, request: ModelRequest, emit: Emit) -> AssistantMessage:
         """Send ``request``, streaming deltas through ``emit``; retry per the policy.
 
-        Raises a :class:`~condukt.providers.ProviderError` subclass on failure.
+        Raises a :class:`~condukt.providers.ProviderError` subclass on failure:
+        :class:`~condukt.providers.EmptyPrompt` before any request when there
+        is nothing to answer, :class:`~condukt.providers.ModelRefused` when the
+        model refused or a content filter withheld the answer.
         Cancellation closes the connection of the request in flight.
         """
-        body = self.encode_request(request)
+        messages = request.messages
+        if not messages or not _has_prompt(messages[-1]):
+            raise EmptyPrompt(self.provider, "the prompt is empty: nothing to send to the model")
+        message = await self._complete(self.encode_request(request), emit)
+        if message.stop_reason in _REFUSALS:
+            refusal = message.text.strip()
+            what = "the model refused to answer"
+            if message.stop_reason == StopReason.CONTENT_FILTER:
+                what = "the content filter withheld the answer"
+            raise ModelRefused(
+                self.provider,
+                self.redact(f"{what}: {refusal}" if refusal else what),
+                stop_reason=message.stop_reason,
+                response=message,
+            )
+        return message
+
+    async def _complete(self, body: bytes, emit: Emit) -> AssistantMessage:
         estimate = len(body) // 4
         attempt = 0
         while True:
@@ -391,11 +600,7 @@ class HttpModel(abc.ABC):
             raise ProviderUnavailable(self.provider, f"timed out reading the response: {exc}") from None
         except httpx.HTTPError as exc:
             raise ProviderUnavailable(self.provider, f"connection lost reading the response: {exc}") from None
-        try:
-            payload = loads(response.content)
-        except ValueError as exc:
-            raise InvalidResponse(self.provider, f"response is not JSON: {exc}") from None
-        message = self.parse_response(payload)
+        message = self.decode_response(response.content)
         if self.stream:
             # The server ignored "stream": still give the reader its deltas.
             for block in message.content:
@@ -416,12 +621,13 @@ class HttpModel(abc.ABC):
             async for chunk in chunks:  # type: ignore[union-attr]
                 scope.deadline = trio.current_time() + stall
                 for event in decoder.feed(chunk):
-                    await assembler.feed(event, emit)
+                    for delta in self.decode_event(assembler, event):
+                        await emit(delta)
         except httpx.TimeoutException as exc:
             raise StreamError(self.provider, f"stream stalled: {exc}") from None
         except httpx.HTTPError as exc:
             raise StreamError(self.provider, f"stream cut: {exc}") from None
-        return assembler.finish()
+        return self.decode_end(assembler)
 
     async def _status_error(self, response: httpx.Response) -> ProviderError:
         status = response.status_code
@@ -430,7 +636,7 @@ class HttpModel(abc.ABC):
             payload = loads(response.content) if response.content else None
         except (httpx.HTTPError, ValueError):
             payload = None
-        error_type, message = error_details(payload)
+        error_type, code, message = error_details(payload)
         if message is None:
             text = response.text.strip() if response.is_closed else ""
             message = text or response.reason_phrase or "error"
@@ -438,6 +644,7 @@ class HttpModel(abc.ABC):
             self.provider,
             error_type,
             self.redact(message),
+            code=code,
             status_code=status,
             request_id=response.headers.get("request-id") or response.headers.get("x-request-id"),
             retry_after=parse_retry_after(response.headers),
@@ -453,6 +660,6 @@ class HttpModel(abc.ABC):
         return text
 
     def error_event(self, payload: Any) -> ProviderError:
-        """The typed error for an error reported inside a stream."""
-        error_type, message = error_details(payload)
-        return error_for_type(self.provider, error_type, self.redact(message or "error event in the stream"))
+        """The typed error for an error reported inside a stream (any JSON value)."""
+        error_type, code, message = error_details(payload)
+        return error_for_type(self.provider, error_type, self.redact(message or "error event in the stream"), code=code)

@@ -12,13 +12,15 @@ signatures) are sent back as the API requires during tool use.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
-from ..events import TextDelta, ThinkingDelta
+from ..events import Event, TextDelta, ThinkingDelta
 from ..messages import (
     AssistantMessage,
     ContentBlock,
     ImageBlock,
+    StopReason,
     TextBlock,
     ThinkingBlock,
     ToolCall,
@@ -26,13 +28,26 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._errors import InvalidResponse, StreamError
+from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
-from ._model import Emit, ModelRequest
+from ._model import ModelRequest
 from ._registry import register_provider
 from ._sse import ServerSentEvent
-from ._wire import WireCache, dumps, loads
+from ._wire import (
+    WireCache,
+    WireError,
+    check_depth,
+    count,
+    dumps,
+    field,
+    loads,
+    obj,
+    opt_obj,
+    opt_text,
+    text,
+    tool_arguments,
+)
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "THINKING_BUDGETS", "AnthropicModel", "anthropic_model"]
 
@@ -102,23 +117,57 @@ def _encode_message(message: Any) -> _Encoded:
     return "assistant", dumps(blocks)[1:-1]
 
 
-def _usage(data: dict[str, Any], usage: Usage | None = None) -> Usage:
+def _usage(data: dict[str, Any], where: str, usage: Usage | None = None) -> Usage:
+    """``usage`` (a message's, or a ``message_delta``'s cumulative one) over ``base``: missing counts are kept."""
     base = usage or Usage()
     return Usage(
-        int(data.get("input_tokens") or base.input_tokens),
-        int(data.get("output_tokens") or base.output_tokens),
-        int(data.get("cache_read_input_tokens") or base.cache_read_tokens),
-        int(data.get("cache_creation_input_tokens") or base.cache_write_tokens),
+        count(data, "input_tokens", where, base.input_tokens),
+        count(data, "output_tokens", where, base.output_tokens),
+        count(data, "cache_read_input_tokens", where, base.cache_read_tokens),
+        count(data, "cache_creation_input_tokens", where, base.cache_write_tokens),
     )
 
 
-def _arguments(raw: str, initial: Any) -> Any:
-    if not raw:
-        return initial if isinstance(initial, dict) else {}
-    try:
-        return loads(raw)
-    except ValueError:
-        return raw  # the agent reports invalid JSON to the model
+#: ``stop_reason`` values the Messages API documents, as :class:`StopReason`.
+STOP_REASONS: dict[str, StopReason] = {reason.value: reason for reason in StopReason if reason is not StopReason.OTHER}
+STOP_REASONS["model_context_window_exceeded"] = StopReason.MAX_TOKENS
+del STOP_REASONS["content_filter"]  # OpenAI's
+
+
+def _stop_reason(data: dict[str, Any], where: str, default: StopReason) -> StopReason:
+    reason = text(data, "stop_reason", where)
+    return STOP_REASONS.get(reason, StopReason.OTHER) if reason else default
+
+
+def _tool_input(value: Any, where: str) -> Any:
+    """A ``tool_use`` block's ``input``: any JSON (the agent reports a non-object to the model), not too deep."""
+    return {} if value is None else check_depth(value, where)
+
+
+def _content_block(item: Any, where: str) -> ContentBlock | None:
+    block = obj(item, where)
+    kind = text(block, "type", where)
+    if kind == "text":
+        return TextBlock(text(block, "text", where))
+    if kind == "thinking":
+        return ThinkingBlock(text(block, "thinking", where), opt_text(block, "signature", where))
+    if kind == "redacted_thinking":
+        data = opt_text(block, "data", where)
+        return ThinkingBlock("", None, data) if data else None
+    if kind == "tool_use":
+        return ToolCall(
+            _required_text(block, "id", where),
+            _required_text(block, "name", where),
+            _tool_input(block.get("input"), f"{where}.input"),
+        )
+    return None  # server tools and block types added later: not represented
+
+
+def _required_text(data: dict[str, Any], key: str, where: str) -> str:
+    value = text(data, key, where)
+    if not value:
+        raise WireError(f"{where}.{key}: missing")
+    return value
 
 
 class AnthropicModel(HttpModel):
@@ -188,27 +237,20 @@ class AnthropicModel(HttpModel):
         return self.head(request) + b",".join(parts) + b"]}"
 
     def parse_response(self, payload: Any) -> AssistantMessage:
-        """A Messages API response body as an :class:`AssistantMessage`."""
-        try:
-            blocks: list[ContentBlock] = []
-            for item in payload["content"]:
-                kind = item.get("type")
-                if kind == "text":
-                    blocks.append(TextBlock(item["text"]))
-                elif kind == "thinking":
-                    blocks.append(ThinkingBlock(item.get("thinking", ""), item.get("signature")))
-                elif kind == "redacted_thinking":
-                    blocks.append(ThinkingBlock("", None, item["data"]))
-                elif kind == "tool_use":
-                    blocks.append(ToolCall(item["id"], item["name"], item.get("input") or {}))
-            return AssistantMessage(
-                tuple(blocks),
-                _usage(payload.get("usage") or {}),
-                payload.get("stop_reason") or "end_turn",
-                payload.get("model") or self.model,
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise InvalidResponse(self.provider, f"unexpected response shape: {exc!r}") from None
+        """A Messages API response body as an :class:`AssistantMessage` (:class:`WireError` if it is not one)."""
+        body = obj(payload, "response")
+        if body.get("type") == "error":  # an error body sent with a 200
+            raise self.error_event(body)
+        content = field(body, "content", "response")
+        if type(content) is not list:
+            raise WireError("response.content: expected an array")
+        blocks = [_content_block(item, f"content[{i}]") for i, item in enumerate(content)]
+        return AssistantMessage(
+            tuple(block for block in blocks if block is not None),
+            _usage(opt_obj(body, "usage", "response"), "usage"),
+            _stop_reason(body, "response", StopReason.END_TURN),
+            text(body, "model", "response") or self.model,
+        )
 
     def stream_assembler(self) -> StreamAssembler:
         """An assembler for one Messages API event stream."""
@@ -218,29 +260,44 @@ class AnthropicModel(HttpModel):
 class _Block:
     __slots__ = ("data", "id", "initial", "kind", "name", "parts", "signature")
 
-    def __init__(self, kind: str, data: dict[str, Any]) -> None:
-        self.kind = kind
+    def __init__(self, data: dict[str, Any], where: str) -> None:
+        self.kind = kind = text(data, "type", where)
         self.parts: list[str] = []
-        self.id = data.get("id", "")
-        self.name = data.get("name", "")
-        self.initial = data.get("input")
-        self.signature = data.get("signature") or None
-        self.data = data.get("data")
-        initial_text = data.get("text") or data.get("thinking")
-        if initial_text:
-            self.parts.append(initial_text)
+        self.id = self.name = ""
+        self.initial: Any = None
+        self.signature: str | None = None
+        self.data: str | None = None
+        if kind == "tool_use":
+            self.id = text(data, "id", where)
+            self.name = text(data, "name", where)
+            self.initial = _tool_input(data.get("input"), f"{where}.input")
+        elif kind == "text":
+            self.parts.append(text(data, "text", where))
+        elif kind == "thinking":
+            self.parts.append(text(data, "thinking", where))
+            self.signature = opt_text(data, "signature", where)
+        elif kind == "redacted_thinking":
+            self.data = opt_text(data, "data", where)
 
-    def build(self) -> ContentBlock | None:
+    def build(self, where: str) -> ContentBlock | None:
         kind = self.kind
         if kind == "text":
             return TextBlock("".join(self.parts))
         if kind == "thinking":
             return ThinkingBlock("".join(self.parts), self.signature)
         if kind == "tool_use":
-            return ToolCall(self.id, self.name, _arguments("".join(self.parts), self.initial))
+            if not self.id or not self.name:
+                raise WireError(f"{where}: a tool_use block without {'an id' if not self.id else 'a name'}")
+            raw = "".join(self.parts)
+            initial = self.initial
+            arguments = tool_arguments(raw, f"{where}.input") if raw else initial if type(initial) is dict else {}
+            return ToolCall(self.id, self.name, arguments)
         if kind == "redacted_thinking" and self.data:
             return ThinkingBlock("", None, self.data)
         return None  # server tools and block types added later: not represented
+
+
+_NOTHING: tuple[Event, ...] = ()
 
 
 class _Stream(StreamAssembler):
@@ -252,54 +309,61 @@ class _Stream(StreamAssembler):
         self._owner = owner
         self._blocks: dict[int, _Block] = {}
         self._usage = Usage()
-        self._stop_reason = "end_turn"
+        self._stop_reason = StopReason.END_TURN
         self._model = owner.model
         self._done = False
 
-    async def feed(self, event: ServerSentEvent, emit: Emit) -> None:
+    def _block(self, data: dict[str, Any], kind: str) -> tuple[int, str]:
+        index = data.get("index")
+        if type(index) is not int or index.bit_length() > 32:
+            raise WireError(f"{kind}.index: expected a block index")
+        return index, f"{kind}[{index}]"
+
+    def take(self, event: ServerSentEvent) -> Sequence[Event]:
         if event.event == "ping":
-            return
-        try:
-            data = loads(event.data)
-            kind = data.get("type") or event.event
-            if kind == "content_block_delta":
-                delta = data["delta"]
-                delta_kind = delta["type"]
-                block = self._blocks[data["index"]]
-                if delta_kind == "text_delta":
-                    text = delta["text"]
-                    block.parts.append(text)
-                    await emit(TextDelta(text))
-                elif delta_kind == "input_json_delta":
-                    block.parts.append(delta["partial_json"])
-                elif delta_kind == "thinking_delta":
-                    text = delta["thinking"]
-                    block.parts.append(text)
-                    await emit(ThinkingDelta(text))
-                elif delta_kind == "signature_delta":
-                    block.signature = delta["signature"]
-            elif kind == "content_block_start":
-                block_data = data["content_block"]
-                self._blocks[data["index"]] = _Block(block_data["type"], block_data)
-            elif kind == "message_start":
-                message = data["message"]
-                self._usage = _usage(message.get("usage") or {})
-                self._model = message.get("model") or self._model
-            elif kind == "message_delta":
-                self._stop_reason = data.get("delta", {}).get("stop_reason") or self._stop_reason
-                self._usage = _usage(data.get("usage") or {}, self._usage)
-            elif kind == "message_stop":
-                self._done = True
-            elif kind == "error":
-                raise self._owner.error_event(data)
-            # content_block_stop and event types added later need nothing.
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StreamError(self._owner.provider, f"malformed {event.event!r} event: {exc!r}") from None
+            return _NOTHING
+        data = obj(loads(event.data), event.event)
+        kind = text(data, "type", event.event) or event.event
+        if kind == "content_block_delta":
+            index, where = self._block(data, kind)
+            block = self._blocks.get(index)
+            if block is None:
+                raise WireError(f"{where}: a delta for a block that never started")
+            delta = obj(data.get("delta"), f"{where}.delta")
+            delta_kind = text(delta, "type", f"{where}.delta")
+            if delta_kind == "text_delta":
+                piece = text(delta, "text", f"{where}.delta")
+                block.parts.append(piece)
+                return (TextDelta(piece),) if piece else _NOTHING
+            if delta_kind == "input_json_delta":
+                block.parts.append(text(delta, "partial_json", f"{where}.delta"))
+            elif delta_kind == "thinking_delta":
+                piece = text(delta, "thinking", f"{where}.delta")
+                block.parts.append(piece)
+                return (ThinkingDelta(piece),) if piece else _NOTHING
+            elif delta_kind == "signature_delta":
+                block.signature = opt_text(delta, "signature", f"{where}.delta")
+        elif kind == "content_block_start":
+            index, where = self._block(data, kind)
+            self._blocks[index] = _Block(obj(data.get("content_block"), f"{where}.content_block"), where)
+        elif kind == "message_start":
+            message = obj(data.get("message"), "message_start.message")
+            self._usage = _usage(opt_obj(message, "usage", "message_start.message"), "message_start.message.usage")
+            self._model = text(message, "model", "message_start.message") or self._model
+        elif kind == "message_delta":
+            self._stop_reason = _stop_reason(opt_obj(data, "delta", kind), f"{kind}.delta", self._stop_reason)
+            self._usage = _usage(opt_obj(data, "usage", kind), f"{kind}.usage", self._usage)
+        elif kind == "message_stop":
+            self._done = True
+        elif kind == "error":
+            raise self._owner.error_event(data)
+        # content_block_stop and event types added later need nothing.
+        return _NOTHING
 
     def finish(self) -> AssistantMessage:
         if not self._done:
             raise StreamError(self._owner.provider, "the stream ended before message_stop")
-        blocks = [self._blocks[index].build() for index in sorted(self._blocks)]
+        blocks = [self._blocks[index].build(f"content_block[{index}]") for index in sorted(self._blocks)]
         return AssistantMessage(
             tuple(block for block in blocks if block is not None), self._usage, self._stop_reason, self._model
         )

@@ -13,20 +13,29 @@ are assembled by their ``index``; images travel as ``data:`` URLs (tool
 results that hold images are followed by one user message carrying them,
 as tool messages can only hold text); reasoning text streamed as
 ``reasoning_content`` or ``reasoning`` becomes thinking deltas.
+
+A ``refusal`` (a message or delta field of its own, ``content`` staying
+null) becomes the message's text with the stop reason
+:attr:`~condukt.messages.StopReason.REFUSAL`, so the model raises
+:class:`~condukt.providers.ModelRefused` with it; refusal deltas are not
+emitted as text. Tool ``arguments`` sent as a JSON object rather than a
+string (some compatible servers do) are taken as they are.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from ..events import TextDelta, ThinkingDelta
+from ..events import Event, TextDelta, ThinkingDelta
 from ..messages import (
     AssistantMessage,
     ContentBlock,
     ImageBlock,
+    StopReason,
     TextBlock,
     ThinkingBlock,
     ToolCall,
@@ -34,18 +43,40 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._errors import InvalidResponse, StreamError
+from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
-from ._model import Emit, ModelRequest
+from ._model import ModelRequest
 from ._registry import register_provider
 from ._sse import ServerSentEvent
-from ._wire import WireCache, dumps, loads
+from ._wire import (
+    WireCache,
+    WireError,
+    array,
+    check_depth,
+    count,
+    dumps,
+    field,
+    loads,
+    obj,
+    opt_obj,
+    text,
+    tool_arguments,
+)
 
 __all__ = ["PRESETS", "OpenAIModel", "OpenAIPreset", "openai_factory"]
 
-#: finish_reason -> the stop reasons condukt uses (Anthropic's vocabulary).
-STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
+#: ``finish_reason`` -> :class:`StopReason` (any other value is ``OTHER``).
+STOP_REASONS: dict[str, StopReason] = {
+    "stop": StopReason.END_TURN,
+    "end_turn": StopReason.END_TURN,
+    "eos": StopReason.END_TURN,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "length": StopReason.MAX_TOKENS,
+    "content_filter": StopReason.CONTENT_FILTER,
+    "refusal": StopReason.REFUSAL,
+}
 
 
 @attrs.frozen
@@ -137,27 +168,63 @@ def _encode_message(message: Any) -> _Encoded:
     return dumps(wire_message), b""
 
 
-def _usage(data: Any) -> Usage:
-    if not isinstance(data, dict):
-        return Usage()
-    details = data.get("prompt_tokens_details") or {}
-    cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+def _usage(data: dict[str, Any], where: str) -> Usage:
+    details = opt_obj(data, "prompt_tokens_details", where)
+    cached = count(details, "cached_tokens", f"{where}.prompt_tokens_details")
     # Input tokens exclude cached ones, as Anthropic counts them.
     return Usage(
-        max(0, int(data.get("prompt_tokens") or 0) - cached),
-        int(data.get("completion_tokens") or 0),
+        max(0, count(data, "prompt_tokens", where) - cached),
+        count(data, "completion_tokens", where),
         cached,
         0,
     )
 
 
-def _arguments(raw: str) -> Any:
-    if not raw:
-        return {}
-    try:
-        return loads(raw)
-    except ValueError:
-        return raw  # the agent reports invalid JSON to the model
+def _stop_reason(finish: str) -> StopReason:
+    return STOP_REASONS.get(finish, StopReason.OTHER) if finish else StopReason.END_TURN
+
+
+def _reasoning(data: dict[str, Any], where: str) -> str:
+    # Some servers send reasoning as something other than text (an object of
+    # OpenRouter's reasoning details): not thinking text, so left out.
+    for key in ("reasoning_content", "reasoning"):
+        value = data.get(key)
+        if type(value) is str and value:
+            return value
+    return ""
+
+
+def _function_arguments(value: Any, where: str) -> Any:
+    """``function.arguments``: JSON text (the usual), or an object some servers send as is."""
+    if value is None or type(value) is str:
+        return tool_arguments(value or "", where)
+    if type(value) is dict:
+        return check_depth(value, where)
+    raise WireError(f"{where}: expected a string or an object")
+
+
+def _content(data: dict[str, Any], key: str, where: str) -> str:
+    """``content`` or ``refusal``: a string, or (Mistral and others) an array of parts whose text parts count."""
+    value = data.get(key)
+    if type(value) is not list:
+        return text(data, key, where)
+    pieces = []
+    for i, item in enumerate(value):
+        part = obj(item, f"{where}.{key}[{i}]")
+        kind = text(part, "type", f"{where}.{key}[{i}]")
+        if kind in ("text", "refusal"):
+            pieces.append(text(part, kind, f"{where}.{key}[{i}]"))
+    return "".join(pieces)
+
+
+def _tool_call(item: Any, index: int, where: str) -> ToolCall:
+    call = obj(item, where)
+    function = obj(call.get("function"), f"{where}.function")
+    name = text(function, "name", f"{where}.function")
+    if not name:
+        raise WireError(f"{where}.function.name: missing")
+    arguments = _function_arguments(function.get("arguments"), f"{where}.function.arguments")
+    return ToolCall(text(call, "id", where) or f"call_{index}", name, arguments)
 
 
 class OpenAIModel(HttpModel):
@@ -229,29 +296,33 @@ class OpenAIModel(HttpModel):
         return head + b",".join(parts) + b"]}"
 
     def parse_response(self, payload: Any) -> AssistantMessage:
-        """A Chat Completions response body as an :class:`AssistantMessage`."""
-        try:
-            choice = payload["choices"][0]
-            message = choice["message"]
-            blocks: list[ContentBlock] = []
-            reasoning = message.get("reasoning_content") or message.get("reasoning")
-            if isinstance(reasoning, str) and reasoning:
-                blocks.append(ThinkingBlock(reasoning))
-            content = message.get("content")
-            if isinstance(content, str) and content:
-                blocks.append(TextBlock(content))
-            for call in message.get("tool_calls") or ():
-                function = call["function"]
-                blocks.append(ToolCall(call["id"], function["name"], _arguments(function.get("arguments") or "")))
-            finish = choice.get("finish_reason") or "stop"
-            return AssistantMessage(
-                tuple(blocks),
-                _usage(payload.get("usage")),
-                STOP_REASONS.get(finish, finish),
-                payload.get("model") or self.model,
-            )
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise InvalidResponse(self.provider, f"unexpected response shape: {exc!r}") from None
+        """A Chat Completions response body as an :class:`AssistantMessage` (:class:`WireError` if it is not one)."""
+        body = obj(payload, "response")
+        if body.get("error") is not None or body.get("object") == "error":  # an error body sent with a 200
+            raise self.error_event(body)
+        choices = field(body, "choices", "response")
+        if type(choices) is not list or not choices:
+            raise WireError("response.choices: expected a non-empty array")
+        choice = obj(choices[0], "choices[0]")
+        message = obj(field(choice, "message", "choices[0]"), "choices[0].message")
+        where = "choices[0].message"
+        blocks: list[ContentBlock] = []
+        reasoning = _reasoning(message, where)
+        if reasoning:
+            blocks.append(ThinkingBlock(reasoning))
+        content = _content(message, "content", where)
+        refusal = _content(message, "refusal", where)
+        if content or refusal:
+            blocks.append(TextBlock(content or refusal))
+        for i, call in enumerate(array(message, "tool_calls", where)):
+            blocks.append(_tool_call(call, i, f"{where}.tool_calls[{i}]"))
+        stop = StopReason.REFUSAL if refusal else _stop_reason(text(choice, "finish_reason", "choices[0]"))
+        return AssistantMessage(
+            tuple(blocks),
+            _usage(opt_obj(body, "usage", "response"), "usage"),
+            stop,
+            text(body, "model", "response") or self.model,
+        )
 
     def stream_assembler(self) -> StreamAssembler:
         """An assembler for one Chat Completions chunk stream."""
@@ -259,89 +330,117 @@ class OpenAIModel(HttpModel):
 
 
 class _Call:
-    __slots__ = ("arguments", "id", "name")
+    __slots__ = ("arguments", "id", "name", "object")
 
     def __init__(self) -> None:
         self.id = ""
         self.name = ""
         self.arguments: list[str] = []
+        self.object: dict[str, Any] | None = None
+
+
+_NOTHING: tuple[Event, ...] = ()
 
 
 class _Stream(StreamAssembler):
     """``chat.completion.chunk`` objects until ``[DONE]``; tool calls assembled by index."""
 
-    __slots__ = ("_calls", "_done", "_finish", "_model", "_owner", "_text", "_thinking", "_usage")
+    __slots__ = ("_calls", "_done", "_finish", "_model", "_owner", "_refusal", "_text", "_thinking", "_usage")
 
     def __init__(self, owner: OpenAIModel) -> None:
         self._owner = owner
         self._text: list[str] = []
         self._thinking: list[str] = []
+        self._refusal: list[str] = []
         self._calls: dict[int, _Call] = {}
         self._usage = Usage()
-        self._finish: str | None = None
+        self._finish = ""
         self._model = owner.model
         self._done = False
 
-    async def feed(self, event: ServerSentEvent, emit: Emit) -> None:
+    def take(self, event: ServerSentEvent) -> Sequence[Event]:
         data = event.data
         if data == "[DONE]":
             self._done = True
-            return
-        try:
-            chunk = loads(data)
-            if "error" in chunk:
-                raise self._owner.error_event(chunk)
-            usage = chunk.get("usage")
-            if usage:
-                self._usage = _usage(usage)
-            for choice in chunk.get("choices") or ():
-                delta = choice.get("delta") or {}
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning and isinstance(reasoning, str):
-                    self._thinking.append(reasoning)
-                    await emit(ThinkingDelta(reasoning))
-                content = delta.get("content")
-                if content:
-                    self._text.append(content)
-                    await emit(TextDelta(content))
-                for fragment in delta.get("tool_calls") or ():
-                    index = fragment.get("index", len(self._calls))
-                    call = self._calls.get(index)
-                    if call is None:
-                        call = self._calls[index] = _Call()
-                    if fragment.get("id"):
-                        call.id = fragment["id"]
-                    function = fragment.get("function") or {}
-                    if function.get("name"):
-                        call.name = function["name"]
-                    arguments = function.get("arguments")
-                    if arguments:
-                        call.arguments.append(arguments)
-                finish = choice.get("finish_reason")
-                if finish:
-                    self._finish = finish
-            if chunk.get("model"):
-                self._model = chunk["model"]
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StreamError(self._owner.provider, f"malformed chunk: {exc!r}") from None
+            return _NOTHING
+        chunk = obj(loads(data), "chunk")
+        if chunk.get("error") is not None or chunk.get("object") == "error":
+            raise self._owner.error_event(chunk)
+        usage = chunk.get("usage")
+        if usage:
+            self._usage = _usage(obj(usage, "chunk.usage"), "chunk.usage")
+        out: list[Event] = []
+        for i, item in enumerate(array(chunk, "choices", "chunk")):
+            where = f"choices[{i}]"
+            choice = obj(item, where)
+            delta = opt_obj(choice, "delta", where)
+            where += ".delta"
+            reasoning = _reasoning(delta, where)
+            if reasoning:
+                self._thinking.append(reasoning)
+                out.append(ThinkingDelta(reasoning))
+            content = text(delta, "content", where)
+            if content:
+                self._text.append(content)
+                out.append(TextDelta(content))
+            refusal = text(delta, "refusal", where)
+            if refusal:
+                self._refusal.append(refusal)
+            for j, item in enumerate(array(delta, "tool_calls", where)):
+                self._fragment(obj(item, f"{where}.tool_calls[{j}]"), f"{where}.tool_calls[{j}]")
+            finish = text(choice, "finish_reason", where)
+            if finish:
+                self._finish = finish
+        model = text(chunk, "model", "chunk")
+        if model:
+            self._model = model
+        return out
+
+    def _fragment(self, fragment: dict[str, Any], where: str) -> None:
+        index = fragment.get("index", len(self._calls))
+        if type(index) is not int or index.bit_length() > 32:
+            raise WireError(f"{where}.index: expected an integer")
+        call = self._calls.get(index)
+        if call is None:
+            call = self._calls[index] = _Call()
+        call_id = text(fragment, "id", where)
+        if call_id:
+            call.id = call_id
+        function = opt_obj(fragment, "function", where)
+        name = text(function, "name", f"{where}.function")
+        if name:
+            call.name = name
+        arguments = function.get("arguments")
+        if type(arguments) is str:
+            if arguments:
+                call.arguments.append(arguments)
+        elif type(arguments) is dict:
+            call.object = check_depth(arguments, f"{where}.function.arguments")
+        elif arguments is not None:
+            raise WireError(f"{where}.function.arguments: expected a string or an object")
 
     def finish(self) -> AssistantMessage:
         # Some compatible servers end the body after the last chunk without
         # "[DONE]"; a finish_reason tells that the answer is whole anyway.
-        if not self._done and self._finish is None:
+        if not self._done and not self._finish:
             raise StreamError(self._owner.provider, "the stream ended before its last chunk")
         blocks: list[ContentBlock] = []
         if self._thinking:
             blocks.append(ThinkingBlock("".join(self._thinking)))
-        if self._text:
-            blocks.append(TextBlock("".join(self._text)))
+        if self._text or self._refusal:
+            blocks.append(TextBlock("".join(self._text) or "".join(self._refusal)))
         for index in sorted(self._calls):
             call = self._calls[index]
+            where = f"tool_calls[{index}]"
             if not call.name:
                 raise StreamError(self._owner.provider, f"tool call {index} has no name")
-            blocks.append(ToolCall(call.id or f"call_{index}", call.name, _arguments("".join(call.arguments))))
-        finish = self._finish or "stop"
-        return AssistantMessage(tuple(blocks), self._usage, STOP_REASONS.get(finish, finish), self._model)
+            raw = "".join(call.arguments)
+            arguments = call.object
+            if raw or arguments is None:
+                arguments = tool_arguments(raw, f"{where}.function.arguments")
+            blocks.append(ToolCall(call.id or f"call_{index}", call.name, arguments))
+        stop = StopReason.REFUSAL if self._refusal else _stop_reason(self._finish)
+        return AssistantMessage(tuple(blocks), self._usage, stop, self._model)
 
 
 def openai_factory(preset: OpenAIPreset) -> Any:

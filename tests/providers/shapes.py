@@ -1,0 +1,130 @@
+"""Response shapes for the decoding tests: valid templates from the local server, and ways to break them.
+
+A template is a real response of one protocol (``server.anthropic_body``,
+``server.openai_frames``...) as JSON values; :func:`mutate` puts another
+value, or raw JSON text (``1e999``, ``Infinity``, deep nesting), at any path
+of it; :func:`body` and :func:`frames` give the bytes back.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from .server import Reply, ToolUse, anthropic_body, anthropic_frames, openai_body, openai_frames
+
+Path = tuple[Any, ...]
+
+#: A reply that exercises every block kind: thinking, text and two tool calls.
+FULL = Reply(
+    "Hello there, world",
+    "Let me think",
+    (ToolUse("toolu_1", "get_weather", {"location": "Paris", "units": ["c"]}), ToolUse("toolu_2", "noop", {})),
+    usage=(12, 7),
+    chunk=5,
+)
+
+
+class Raw:
+    """JSON text put in a document verbatim (what ``json.dumps`` cannot produce: ``1e999``, deep nesting)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Raw({self.text[:30]!r}{'...' if len(self.text) > 30 else ''})"
+
+
+class _Delete:
+    def __repr__(self) -> str:
+        return "DELETE"
+
+
+#: Put at a path, removes the key (or list item) there.
+DELETE = _Delete()
+
+
+def anthropic_template(streamed: bool) -> list[tuple[str, Any]]:
+    """``[(event name, JSON value)]``: one entry for a plain body, one per SSE frame for a stream."""
+    if not streamed:
+        return [("", anthropic_body(FULL, "claude-test"))]
+    out = []
+    for frame in anthropic_frames(FULL, "claude-test"):
+        head, data = frame.decode().split("\ndata: ", 1)
+        out.append((head.removeprefix("event: "), json.loads(data)))
+    return out
+
+
+def openai_template(streamed: bool) -> list[tuple[str, Any]]:
+    """As :func:`anthropic_template`; ``"[DONE]"`` stays a string."""
+    if not streamed:
+        body = openai_body(FULL, "gpt-test")
+        body["choices"][0]["message"]["refusal"] = None
+        body["usage"]["prompt_tokens_details"] = {"cached_tokens": 2}
+        return [("", body)]
+    out = []
+    for frame in openai_frames(FULL, "gpt-test"):
+        data = frame.decode().removeprefix("data: ").strip()
+        out.append(("", data if data == "[DONE]" else json.loads(data)))
+    return out
+
+
+def paths(value: Any, prefix: Path = ()) -> list[Path]:
+    """Every path in ``value``: the root, each key of each object and each index of each array."""
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out.extend(paths(item, (*prefix, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out.extend(paths(item, (*prefix, index)))
+    return out
+
+
+def mutate(document: Any, path: Path, replacement: Any) -> Any:
+    """A copy of ``document`` with ``replacement`` (a JSON value, :class:`Raw` or :data:`DELETE`) at ``path``."""
+    if not path:
+        return {} if replacement is DELETE else replacement
+    document = copy.deepcopy(document)
+    parent = document
+    for step in path[:-1]:
+        parent = parent[step]
+    if replacement is DELETE:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = replacement
+    return document
+
+
+def dumps(document: Any) -> bytes:
+    """JSON text for ``document``, :class:`Raw` parts spliced in as they are."""
+    raws: list[str] = []
+
+    def default(value: Any) -> Any:
+        if isinstance(value, Raw):
+            raws.append(value.text)
+            return f"\x00raw{len(raws) - 1}\x00"
+        raise TypeError(type(value).__name__)
+
+    text = json.dumps(document, default=default)
+    for index, raw in enumerate(raws):
+        text = text.replace(json.dumps(f"\x00raw{index}\x00"), raw, 1)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def frame(protocol: str, event: str, document: Any) -> bytes:
+    """One SSE frame (``document`` may be ``"[DONE]"`` or a :class:`Raw` body)."""
+    data = document.encode() if isinstance(document, str) else dumps(document)
+    head = b"event: " + event.encode() + b"\n" if protocol == "anthropic" and event else b""
+    return head + b"data: " + data + b"\n\n"
+
+
+def stream(protocol: str, entries: list[tuple[str, Any]]) -> bytes:
+    """A whole ``text/event-stream`` body."""
+    return b"".join(frame(protocol, event, document) for event, document in entries)
+
+
+def deep(depth: int) -> Raw:
+    """Arrays nested ``depth`` deep."""
+    return Raw("[" * depth + "]" * depth)
