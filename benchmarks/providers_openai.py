@@ -1,7 +1,7 @@
 """N concurrent agents against a local OpenAI-format server: client CPU per run and makespan.
 
 Workload (issue 6): each run is 2 model turns and 1 tool call, against the
-test suite's protocol server (tests/providers/server.py) running in its own
+protocol server (condukt.testing.server) running in its own
 process with 50 ms added to every request, so the ideal makespan is
 2 x 50 ms = 100 ms. Measured for N = 100 and N = 1,000 agents, with and
 without streaming. Agents are spawned before the clock starts; a warm-up
@@ -21,7 +21,6 @@ import pstats
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any, ClassVar
 
 import trio
@@ -30,7 +29,7 @@ import condukt
 
 LATENCY = 0.05
 IDEAL = 2 * LATENCY
-SERVER = Path(__file__).resolve().parent.parent / "tests" / "providers" / "server.py"
+
 ROUNDS = 3
 
 
@@ -47,7 +46,7 @@ class Noop(condukt.Tool):
 
 def start_server() -> tuple[subprocess.Popen[str], int]:
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--latency", str(LATENCY)],
+        [sys.executable, "-m", "condukt.testing.server", "--latency", str(LATENCY)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

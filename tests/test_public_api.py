@@ -101,7 +101,7 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
 PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
-    "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio",
+    "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server",
 ]  # fmt: skip
 
 

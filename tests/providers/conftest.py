@@ -8,8 +8,7 @@ import pytest
 import trio
 
 import condukt
-
-from .server import ProtocolServer
+from condukt.testing.server import ProtocolServer
 
 
 @pytest.fixture

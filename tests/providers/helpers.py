@@ -6,8 +6,7 @@ from typing import Any, ClassVar
 
 import condukt
 from condukt.events import Event
-
-from .server import ProtocolServer
+from condukt.testing.server import ProtocolServer
 
 PROTOCOLS = ("anthropic", "openai")
 API_KEY = "test-key-0123456789"

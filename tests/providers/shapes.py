@@ -12,7 +12,7 @@ import copy
 import json
 from typing import Any
 
-from .server import Reply, ToolUse, anthropic_body, anthropic_frames, openai_body, openai_frames
+from condukt.testing.server import Reply, ToolUse, anthropic_body, anthropic_frames, openai_body, openai_frames
 
 Path = tuple[Any, ...]
 

@@ -10,10 +10,10 @@ import trio
 import condukt
 from condukt.providers import ADAPTIVE, OpenAIModel, ProviderLimits, RetryPolicy
 from condukt.providers._limits import ADAPTIVE_START
+from condukt.testing.server import ProtocolServer, RecordedRequest, Status
+from condukt.testing.server import reply as server_reply
 
 from .helpers import API_KEY, base_url
-from .server import ProtocolServer, RecordedRequest, Status
-from .server import reply as server_reply
 
 
 async def test_the_default_limit_is_adaptive_and_starts_open(autojump_clock: trio.abc.Clock) -> None:

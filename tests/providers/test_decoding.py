@@ -29,10 +29,7 @@ from condukt.providers import (
     ProviderUnavailable,
     RateLimited,
 )
-
-from . import shapes
-from .helpers import PROTOCOLS, Weather, collect, spawn
-from .server import (
+from condukt.testing.server import (
     ProtocolServer,
     Raw,
     Reply,
@@ -44,6 +41,9 @@ from .server import (
     reply,
     tool_use,
 )
+
+from . import shapes
+from .helpers import PROTOCOLS, Weather, collect, spawn
 
 both = pytest.mark.parametrize("protocol", PROTOCOLS)
 each = pytest.mark.parametrize(

@@ -11,10 +11,10 @@ import condukt
 from condukt.events import Retry, TextDelta
 from condukt.providers import AnthropicModel, Fallback, InvalidRequest, OpenAIModel, ProviderUnavailable
 from condukt.testing import FunctionModel, ScriptedModel, reply
+from condukt.testing.server import ProtocolServer, Status
+from condukt.testing.server import reply as server_reply
 
 from .helpers import API_KEY, base_url
-from .server import ProtocolServer, Status
-from .server import reply as server_reply
 
 
 def http_model(server: ProtocolServer, protocol: str, **options: Any) -> Any:

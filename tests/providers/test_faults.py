@@ -20,9 +20,9 @@ from condukt.providers import (
     StreamError,
     provider_limits,
 )
+from condukt.testing.server import Disconnect, Fault, Malformed, ProtocolServer, Slow, Status, reply
 
 from .helpers import API_KEY, PROTOCOLS, collect, spawn
-from .server import Disconnect, Fault, Malformed, ProtocolServer, Slow, Status, reply
 
 both = pytest.mark.parametrize("protocol", PROTOCOLS)
 # Frames before the first text delta (anthropic: message_start, ping, block start; openai: role chunk).

@@ -13,9 +13,9 @@ import trio
 import condukt
 from condukt.events import AgentEnd, TextDelta, ThinkingDelta, ToolCallEnd, ToolCallStart
 from condukt.messages import AssistantMessage, ThinkingBlock, ToolCall, Usage
+from condukt.testing.server import Fault, ProtocolServer, reply, tool_use
 
 from .helpers import API_KEY, PROTOCOLS, Weather, collect, spawn
-from .server import Fault, ProtocolServer, reply, tool_use
 
 both = pytest.mark.parametrize("protocol", PROTOCOLS)
 both_streaming = pytest.mark.parametrize(

@@ -7,9 +7,9 @@ from pathlib import Path
 import condukt
 from condukt.events import TextDelta, ThinkingDelta
 from condukt.messages import TextBlock, ThinkingBlock, ToolCall, Usage
+from condukt.testing.server import ProtocolServer, Raw
 
 from .helpers import collect, spawn
-from .server import ProtocolServer, Raw
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

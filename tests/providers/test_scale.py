@@ -8,9 +8,9 @@ import trio
 
 import condukt
 from condukt.providers import provider_limits
+from condukt.testing.server import ProtocolServer, tool_then_answer
 
 from .helpers import base_url
-from .server import ProtocolServer, tool_then_answer
 
 
 class Noop(condukt.Tool):

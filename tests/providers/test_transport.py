@@ -13,9 +13,9 @@ import condukt
 from condukt.providers import HttpSettings, configure_http, resolve_model
 from condukt.providers._transport import _Connection
 from condukt.providers.lowlevel import TrioTransport
+from condukt.testing.server import Fault, ProtocolServer, reply
 
 from .helpers import spawn
-from .server import Fault, ProtocolServer, reply
 
 
 async def test_connections_are_reused_and_closed_with_the_node(server: ProtocolServer) -> None:

@@ -24,9 +24,9 @@ from typing import Any, Union
 import attrs
 import trio
 
-from .events import TextDelta, ThinkingDelta
-from .messages import AssistantMessage, ContentBlock, TextBlock, ThinkingBlock, ToolCall, Usage
-from .providers import Emit, ModelError, ModelRequest
+from ..events import TextDelta, ThinkingDelta
+from ..messages import AssistantMessage, ContentBlock, TextBlock, ThinkingBlock, ToolCall, Usage
+from ..providers import Emit, ModelError, ModelRequest
 
 __all__ = ["FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"]
 

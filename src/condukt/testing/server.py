@@ -1,12 +1,17 @@
 """A local HTTP/1.1 server speaking the Anthropic Messages and OpenAI Chat Completions wire formats.
 
+For your own tests of agents on real providers' wire formats, without a
+network: ``from condukt.testing.server import ProtocolServer, reply, Status``
+(it needs h11: ``pip install 'condukt[testing]'``; httpx already brings it).
+condukt's own provider tests run on it.
+
 Real sockets on 127.0.0.1, h11 for HTTP. Each request takes the next step of
 ``server.script`` (or ``server.responder(request)`` once the script is
 empty) and renders it in the protocol of the path it came to
 (``.../v1/messages`` or ``.../chat/completions``), streamed as server-sent
 events when the body says ``"stream": true``. Responses are built from the
-providers' public API references (see ``tests/fixtures/`` for recorded-format
-samples).
+providers' public API references (condukt's repository keeps
+recorded-format samples in ``tests/fixtures/``).
 
 Steps: :class:`Reply` (text, thinking, tool calls, usage), :class:`Status`
 (an HTTP error with the provider's error body and headers), :class:`Fault`
@@ -16,8 +21,8 @@ is not JSON), :class:`Disconnect` (close without answering), :class:`Slow`
 (delay the first byte of another step), :class:`Raw` (a recorded body).
 
 Every request is recorded (headers, JSON body, time) and concurrent
-requests are counted. Run as a script (``python server.py --latency 0.05``)
-it serves in its own process and prints its port.
+requests are counted. Run as a script (``python -m condukt.testing.server
+--latency 0.05``) it serves in its own process and prints its port.
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ from typing import Any, Literal
 import attrs
 import h11
 import trio
+
+__all__ = [
+    "Disconnect", "Fault", "Malformed", "ProtocolServer", "Raw", "RecordedRequest", "Reply", "Slow", "Status",
+    "ToolUse", "anthropic_body", "anthropic_error", "anthropic_frames", "openai_body", "openai_error",
+    "openai_frames", "reply", "tool_then_answer", "tool_use",
+]  # fmt: skip
 
 # ---------------------------------------------------------------------------- steps
 
@@ -72,7 +83,9 @@ class Reply:
     signature: str = "sig-abc"
 
 
-def reply(text: str = "", *, thinking: str = "", tools: Any = (), usage: tuple[int, int] = (10, 5), chunk: int = 8) -> Reply:
+def reply(
+    text: str = "", *, thinking: str = "", tools: Any = (), usage: tuple[int, int] = (10, 5), chunk: int = 8
+) -> Reply:
     """A :class:`Reply`; ``tools`` is a :class:`ToolUse` or a list of them."""
     calls = (tools,) if isinstance(tools, ToolUse) else tuple(tools)
     return Reply(text, thinking, calls, usage, chunk)
@@ -206,7 +219,9 @@ def anthropic_frames(step: Reply, model: str) -> list[bytes]:
 
     def block(start_block: dict[str, Any], deltas: list[dict[str, Any]]) -> None:
         nonlocal index
-        frames.append(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": start_block}))
+        frames.append(
+            _sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": start_block})
+        )
         for delta in deltas:
             frames.append(_sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
         frames.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
@@ -240,7 +255,12 @@ def anthropic_frames(step: Reply, model: str) -> list[bytes]:
 
 def anthropic_error(status: int, error_type: str | None, message: str) -> dict[str, Any]:
     """A Messages API error body."""
-    default = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}
+    default = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }
     return {"type": "error", "error": {"type": error_type or default.get(status, "api_error"), "message": message}}
 
 
@@ -282,7 +302,18 @@ def openai_frames(step: Reply, model: str) -> list[bytes]:
     frames += [chunk({"content": p}) for p in _pieces(step.text, step.chunk)] if step.text else []
     for index, call in enumerate(step.tool_calls):
         frames.append(
-            chunk({"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]})
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
         )
         for piece in _pieces(json.dumps(call.arguments), step.chunk):
             frames.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
@@ -290,7 +321,16 @@ def openai_frames(step: Reply, model: str) -> list[bytes]:
     usage = {"prompt_tokens": step.usage[0], "completion_tokens": step.usage[1], "total_tokens": sum(step.usage)}
     frames.append(
         b"data: "
-        + _dumps({"id": "chatcmpl-local", "object": "chat.completion.chunk", "created": 1700000000, "model": model, "choices": [], "usage": usage})
+        + _dumps(
+            {
+                "id": "chatcmpl-local",
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
+        )
         + b"\n\n"
     )
     frames.append(b"data: [DONE]\n\n")
@@ -300,7 +340,14 @@ def openai_frames(step: Reply, model: str) -> list[bytes]:
 def openai_error(status: int, error_type: str | None, message: str) -> dict[str, Any]:
     """A Chat Completions error body."""
     default = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_exceeded"}
-    return {"error": {"message": message, "type": error_type or default.get(status, "server_error"), "param": None, "code": None}}
+    return {
+        "error": {
+            "message": message,
+            "type": error_type or default.get(status, "server_error"),
+            "param": None,
+            "code": None,
+        }
+    }
 
 
 # ---------------------------------------------------------------------------- responders
@@ -410,7 +457,9 @@ class ProtocolServer:
         except ValueError:
             body = None
         path = event.target.decode()
-        protocol = "anthropic" if path.endswith("/v1/messages") else "openai" if path.endswith("/chat/completions") else "?"
+        protocol = (
+            "anthropic" if path.endswith("/v1/messages") else "openai" if path.endswith("/chat/completions") else "?"
+        )
         recorded = RecordedRequest(
             event.method.decode(),
             path,
@@ -446,7 +495,9 @@ class ProtocolServer:
         finally:
             self.in_flight -= 1
 
-    async def _render(self, conn: h11.Connection, stream: trio.SocketStream, request: RecordedRequest, step: Any) -> bool:
+    async def _render(
+        self, conn: h11.Connection, stream: trio.SocketStream, request: RecordedRequest, step: Any
+    ) -> bool:
         anthropic = request.protocol == "anthropic"
         model = request.body.get("model", "model") if isinstance(request.body, dict) else "model"
         if isinstance(step, Disconnect):
@@ -464,7 +515,14 @@ class ProtocolServer:
             body = anthropic_body(answer, model) if anthropic else openai_body(answer, model)
             return await self._send_body(conn, stream, 200, _dumps(body))
         frames = anthropic_frames(answer, model) if anthropic else openai_frames(answer, model)
-        await self._send(stream, conn.send(h11.Response(status_code=200, headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")])))
+        await self._send(
+            stream,
+            conn.send(
+                h11.Response(
+                    status_code=200, headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")]
+                )
+            ),
+        )
         cut = len(frames) if fault is None else fault.after
         for frame in frames[:cut]:
             await self._send(stream, conn.send(h11.Data(data=frame)))
@@ -475,12 +533,18 @@ class ProtocolServer:
                 await self._wait_for_close(stream, request)
                 return False
             if fault.kind == "error":
-                error = anthropic_error(0, fault.error_type, fault.message) if anthropic else openai_error(0, fault.error_type, fault.message)
+                error = (
+                    anthropic_error(0, fault.error_type, fault.message)
+                    if anthropic
+                    else openai_error(0, fault.error_type, fault.message)
+                )
                 frame = _sse("error", error) if anthropic else b"data: " + _dumps(error) + b"\n\n"
                 await self._send(stream, conn.send(h11.Data(data=frame)))
                 frames = []
             elif fault.kind == "garbage":
-                await self._send(stream, conn.send(h11.Data(data=b'event: content_block_delta\ndata: {"type": "content_bl\n\n')))
+                await self._send(
+                    stream, conn.send(h11.Data(data=b'event: content_block_delta\ndata: {"type": "content_bl\n\n'))
+                )
                 frames = []
             elif fault.kind == "gate":
                 await self.gate.wait()
@@ -512,7 +576,12 @@ class ProtocolServer:
         headers: tuple[tuple[str, str], ...] = (),
         content_type: str = "application/json",
     ) -> bool:
-        head = [("content-type", content_type), ("content-length", str(len(body))), ("request-id", "req_local"), *headers]
+        head = [
+            ("content-type", content_type),
+            ("content-length", str(len(body))),
+            ("request-id", "req_local"),
+            *headers,
+        ]
         data = conn.send(h11.Response(status_code=status, headers=head)) or b""
         data += conn.send(h11.Data(data=body)) or b""
         data += conn.send(h11.EndOfMessage()) or b""
