@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -37,9 +38,12 @@ async def test_plain_answer(node: condukt.Node, server: ProtocolServer, protocol
         assert request.path == "/v1/messages"
         assert request.headers["x-api-key"] == API_KEY
         assert request.headers["anthropic-version"] == "2023-06-01"
-        assert body["system"] == "Be brief."
+        # Prompt caching (on by default): breakpoints on the system prompt and the last block.
+        assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
         assert body["max_tokens"] == 8192
-        assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Say hello"}]}]
+        assert body["messages"] == [
+            {"role": "user", "content": [{"type": "text", "text": "Say hello", "cache_control": {"type": "ephemeral"}}]}
+        ]
     else:
         assert request.path == "/v1/chat/completions"
         assert request.headers["authorization"] == f"Bearer {API_KEY}"
@@ -62,8 +66,13 @@ async def test_tool_call_round_trip(node: condukt.Node, server: ProtocolServer, 
 
     first, second = server.requests
     if protocol == "anthropic":
-        assert first.body["tools"] == [
-            {"name": "get_weather", "description": Weather.description, "input_schema": Weather.parameters}
+        assert first.body["tools"] == [  # the last tool carries the tools' cache breakpoint
+            {
+                "name": "get_weather",
+                "description": Weather.description,
+                "input_schema": Weather.parameters,
+                "cache_control": {"type": "ephemeral"},
+            }
         ]
         assert second.body["messages"][1:] == [
             {
@@ -77,6 +86,7 @@ async def test_tool_call_round_trip(node: condukt.Node, server: ProtocolServer, 
                         "type": "tool_result",
                         "tool_use_id": "call_1",
                         "content": [{"type": "text", "text": "Temperature: 70F in Paris"}],
+                        "cache_control": {"type": "ephemeral"},  # the conversation's breakpoint
                     }
                 ],
             },
@@ -212,7 +222,7 @@ async def test_user_images_and_steered_text(node: condukt.Node, server: Protocol
     server.add(reply("An image."))
     agent = await spawn(node, server, protocol)
     assert await agent.run("Look", images=[image]) == "An image."
-    [message] = server.requests[0].body["messages"]
+    [message] = without_cache_marks(server.requests[0].body["messages"])
     if protocol == "anthropic":
         assert message["content"][1] == {"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": image.data}}
     else:
@@ -228,9 +238,19 @@ async def test_history_is_encoded_once(node: condukt.Node, server: ProtocolServe
     for prompt in ("a", "b", "c"):
         await agent.run(prompt)
     raws = [r.raw for r in server.requests]
-    first_messages = json.dumps(server.requests[0].body["messages"])
-    assert json.dumps(server.requests[2].body["messages"]).startswith(first_messages[:-1])
+    # (Anthropic's cache breakpoint moves to the newest block each turn.)
+    first_messages = json.dumps(without_cache_marks(server.requests[0].body["messages"]))
+    assert json.dumps(without_cache_marks(server.requests[2].body["messages"])).startswith(first_messages[:-1])
     assert len(raws[0]) < len(raws[1]) < len(raws[2])
+
+
+def without_cache_marks(value: Any) -> Any:
+    """``value`` without Anthropic's ``cache_control`` breakpoints."""
+    if isinstance(value, dict):
+        return {k: without_cache_marks(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_marks(v) for v in value]
+    return value
 
 
 async def test_models_resolve_by_prefix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -175,9 +175,13 @@ class AnthropicModel(HttpModel):
 
     path = "/v1/messages"
 
-    def __init__(self, model: str, **options: Any) -> None:
+    def __init__(self, model: str, *, prompt_cache: bool = True, **options: Any) -> None:
         options.setdefault("provider", "anthropic")
+        if not isinstance(prompt_cache, bool):
+            raise TypeError(f"prompt_cache must be a bool, got {type(prompt_cache).__name__}")
         super().__init__(model, **options)
+        #: Whether requests mark ``cache_control`` breakpoints (see :meth:`encode_request`).
+        self.prompt_cache = prompt_cache
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
@@ -208,19 +212,33 @@ class AnthropicModel(HttpModel):
         if self.stream:
             head["stream"] = True
         if request.system_prompt:
-            head["system"] = request.system_prompt
+            if self.prompt_cache:
+                head["system"] = [{"type": "text", "text": request.system_prompt, "cache_control": _EPHEMERAL}]
+            else:
+                head["system"] = request.system_prompt
         if request.tools:
-            head["tools"] = [
+            tools: list[dict[str, Any]] = [
                 {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
                 for tool in request.tools
             ]
+            if self.prompt_cache:
+                tools[-1] = {**tools[-1], "cache_control": _EPHEMERAL}
+            head["tools"] = tools
         if budget is not None:
             head["thinking"] = {"type": "enabled", "budget_tokens": budget}
         head.update(self.extra_body)
         return dumps(head)[:-1] + b',"messages":['  # the messages close the object
 
     def encode_request(self, request: ModelRequest) -> bytes:
-        """The Messages API body: consecutive user-side messages (tool results, steers) merged into one."""
+        """The Messages API body: consecutive user-side messages (tool results, steers) merged into one.
+
+        With ``prompt_cache`` (the default), three ``cache_control``
+        breakpoints are set: the system prompt, the last tool, and the last
+        block of the conversation, so each turn reads the previous turn's
+        prefix from the provider's cache (billed as cache reads, reported in
+        ``Usage.cache_read_tokens``). Prompts shorter than the model's
+        minimum cacheable length are simply not cached.
+        """
         parts: list[bytes] = []
         role: str | None = None
         blocks: list[bytes] = []
@@ -233,6 +251,9 @@ class AnthropicModel(HttpModel):
                 role, blocks = message_role, []
             blocks.append(fragment)
         if blocks:
+            if self.prompt_cache:
+                # The conversation's breakpoint: the last block gets cache_control.
+                blocks[-1] = blocks[-1][:-1] + _CACHE_CONTROL
             parts.append(b'{"role":"%s","content":[%s]}' % (role.encode(), b",".join(blocks)))  # type: ignore[union-attr]
         return self.head(request) + b",".join(parts) + b"]}"
 
@@ -256,6 +277,10 @@ class AnthropicModel(HttpModel):
         """An assembler for one Messages API event stream."""
         return _Stream(self)
 
+
+#: A prompt-cache breakpoint (Anthropic's default five-minute cache).
+_EPHEMERAL = {"type": "ephemeral"}
+_CACHE_CONTROL = b',"cache_control":{"type":"ephemeral"}}'
 
 class _Block:
     __slots__ = ("data", "id", "initial", "kind", "name", "parts", "signature")

@@ -1,0 +1,70 @@
+"""Anthropic prompt caching: breakpoints placed automatically, cache reads reported in usage."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import condukt
+from condukt.events import AgentEnd
+from condukt.testing.server import ProtocolServer, Raw, reply
+
+from .helpers import Weather, collect, spawn
+
+MARK = {"type": "ephemeral"}
+
+
+def marks(value: Any, path: str = "") -> list[str]:
+    """Where ``cache_control`` appears in a request body."""
+    found = []
+    if isinstance(value, dict):
+        if value.get("cache_control") == MARK:
+            found.append(path)
+        for key, item in value.items():
+            found += marks(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += marks(item, f"{path}[{index}]")
+    return found
+
+
+async def test_the_second_turn_marks_the_cached_prefix(node: condukt.Node, server: ProtocolServer) -> None:
+    server.add(reply("one"), reply("two"))
+    agent = await spawn(node, server, "anthropic", system_prompt="You are terse.", tools=[Weather])
+    await agent.run("first")
+    await agent.run("second")
+    first, second = (r.body for r in server.requests)
+    assert marks(first) == [".system[0]", ".tools[0]", ".messages[0].content[0]"]
+    # Turn two: the same system and tools marks, and the breakpoint moved to the newest block,
+    # so the provider reads everything before it (turn one's prompt and answer) from its cache.
+    assert marks(second) == [".system[0]", ".tools[0]", ".messages[2].content[0]"]
+    assert second["messages"][2]["content"][0]["text"] == "second"
+
+
+async def test_caching_can_be_turned_off(node: condukt.Node, server: ProtocolServer) -> None:
+    server.add(reply("one"))
+    agent = await spawn(
+        node, server, "anthropic", system_prompt="You are terse.", tools=[Weather],
+        model_options={"prompt_cache": False},
+    )
+    await agent.run("first")
+    body = server.requests[0].body
+    assert marks(body) == []
+    assert body["system"] == "You are terse."
+
+
+async def test_usage_reports_cache_reads_and_writes(node: condukt.Node, server: ProtocolServer) -> None:
+    body = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
+        "content": [{"type": "text", "text": "cached"}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {
+            "input_tokens": 12, "output_tokens": 3,
+            "cache_read_input_tokens": 2048, "cache_creation_input_tokens": 256,
+        },
+    }  # fmt: skip
+    server.add(Raw(json.dumps(body).encode(), content_type="application/json"))
+    agent = await spawn(node, server, "anthropic", stream=False)
+    events, stream = await collect(agent, "go")
+    [end] = [e for e in events if isinstance(e, AgentEnd)]
+    assert stream.result == "cached"
+    assert (end.usage.cache_read_tokens, end.usage.cache_write_tokens) == (2048, 256)
