@@ -438,10 +438,19 @@ class Handle:
         if proc is None:
             await checkpoint()
             return self._exit_reason
-        event = proc._dead_event
-        if event is None:
-            event = proc._dead_event = trio.Event()
-        await event.wait()
+        # The waiting task parks on the process itself (rescheduled by
+        # ``_exit``) rather than on a trio.Event made per process.
+        waiters = proc._exit_waiters
+        if waiters is None:
+            waiters = proc._exit_waiters = []
+        task = current_task()
+        waiters.append(task)
+
+        def withdraw(raise_cancel: Any) -> Abort:
+            waiters.remove(task)
+            return Abort.SUCCEEDED
+
+        await wait_task_rescheduled(withdraw)
         return self._exit_reason
 
     # ------------------------------------------------------------------ runtime
@@ -479,7 +488,7 @@ class Process:
         "_capacity",
         "_child_key",
         "_current",
-        "_dead_event",
+        "_exit_waiters",
         "_deferred",
         "_handle",
         "_init_task",
@@ -530,7 +539,7 @@ class Process:
         self._links: set[Handle] | None = None
         self._pending: list[tuple[Callable[..., Awaitable[Any]], tuple[Any, ...]]] | None = None
         self._nursery: trio.Nursery | None = None
-        self._dead_event: trio.Event | None = None
+        self._exit_waiters: list[Task] | None = None
         # A supervisor's ``boot`` arguments, kept until its own task runs it.
         self._boot_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         handle._process = self
@@ -956,8 +965,11 @@ class Process:
                     supervisor._put(_INFO, ChildStarted(handle, report, self._child_key))
                 elif not _exit_handled(supervisor, handle, reason, self._child_key):
                     supervisor._put(_INFO, ChildExited(handle, reason, self._child_key))
-        if self._dead_event is not None:
-            self._dead_event.set()
+        waiters = self._exit_waiters
+        if waiters:
+            self._exit_waiters = None
+            for task in waiters:
+                reschedule(task)
         self._server = None
         self._boot_args = None
 
