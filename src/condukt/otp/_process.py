@@ -660,17 +660,19 @@ class Process:
                 return True
             mailbox = self._mailbox
             if not mailbox:
+                # Drop the last message before parking: an idle process must
+                # not keep its request and caller alive (nor the GC walk them).
+                payload = caller = reply = None
                 self._parked = True
                 await wait_task_rescheduled(self._abort_park)
                 continue
             n = len(mailbox)
             if n > _BATCH:
                 n = _BATCH
-            popleft = mailbox.popleft
             handled = 0
             while handled < n:
                 handled += 1
-                kind, payload, caller = popleft()
+                kind, payload, caller = mailbox.popleft()
                 room = self._room
                 if room:
                     # Wake a sender as soon as its slot is free, not after the
