@@ -734,6 +734,17 @@ class Process:
                     await self._serve()
                     if nursery.child_tasks:  # a cancel costs ~9k instructions: only when there is work to stop
                         nursery.cancel_scope.cancel()
+                    else:
+                        # Nothing can run in the nursery any more: exit now, so
+                        # whoever waits for the exit runs in the same scheduling
+                        # batch as the nursery's closing checkpoint, not after it
+                        # (spawn + run + stop of an agent: ~14k instructions less).
+                        self._nursery = None
+                        stop = self._stop
+                        assert stop is not None
+                        reason = await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
+                        self._exit(reason)
+                        return reason
             else:
                 with self._open_scope():
                     if self._state == _BOOTING:
