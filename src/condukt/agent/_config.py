@@ -32,7 +32,9 @@ def _model(value: Any) -> Any:
 
 def _cwd(value: Any) -> Path:
     if value is None:
-        value = "."
+        # The process's working directory: os.getcwd() raises when it no
+        # longer exists, so what it returns is a directory (no stat needed).
+        return _absolute(os.getcwd(), "")
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"cwd must be a path (str or os.PathLike), got {type(value).__name__} {value!r}")
     raw = os.fspath(value)
@@ -195,20 +197,23 @@ class AgentConfig:
     @classmethod
     def build(cls, agent: type[Agent], options: Mapping[str, Any]) -> AgentConfig:
         """Check ``options`` against ``agent``'s class attributes; raises ``TypeError``/``ValueError``."""
-        unknown = set(options) - AGENT_OPTIONS - agent.extra_options
-        if unknown:
-            raise TypeError(
-                f"{agent.__name__} got unknown start option(s) {', '.join(sorted(unknown))}; "
-                f"declare custom ones in {agent.__name__}.extra_options"
-            )
-        values = dict(_class_defaults(agent))
-        if "cwd" not in options:
-            values["cwd"] = _cwd(None)  # the process's working directory now, not when first cached
+        if not AGENT_OPTIONS.issuperset(options):
+            unknown = set(options) - AGENT_OPTIONS - agent.extra_options
+            if unknown:
+                raise TypeError(
+                    f"{agent.__name__} got unknown start option(s) {', '.join(sorted(unknown))}; "
+                    f"declare custom ones in {agent.__name__}.extra_options"
+                )
+        values = _class_defaults(agent).copy()
+        values["cwd"] = None  # the process's working directory now, not when first cached
         for name, value in options.items():
             check = _CHECKS.get(name)
             if check is not None:
                 values[name] = check(value)
-        return cls(**values, options=dict(options))
+        if values["cwd"] is None:
+            values["cwd"] = _cwd(None)
+        values["options"] = dict(options)
+        return cls(**values)
 
     def given(self, name: str) -> bool:
         """Whether the start options set ``name`` (rather than the class)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -11,6 +11,7 @@ from ..messages import Usage
 from ..otp import Caller
 
 if TYPE_CHECKING:
+    from ..events import Event
     from ._capability import Hooks
     from ._requests import RunRequest
     from ._session import Session
@@ -31,7 +32,6 @@ class Run:
         "abort_waiters",
         "aborted",
         "caller",
-        "emit",
         "hooks",
         "id",
         "images",
@@ -90,7 +90,15 @@ class Run:
         #: Index of the run's prompt in the history (set when it starts).
         self.start = -1
         self.started_at = 0.0
-        self.emit: Callable[[Any], Awaitable[None]]
+
+    def emit(self, event: Event) -> Awaitable[None]:
+        """Deliver ``event`` to the run's listeners (await the result).
+
+        A method rather than a ``functools.partial`` made per run: no
+        reference cycle between the run and its emitter, so a finished run
+        is freed by reference counting, not left to the cyclic GC.
+        """
+        return self.session._emit(self, event)
 
     @property
     def state(self) -> dict[str, Any]:

@@ -222,9 +222,7 @@ class Session:
         if request.output is not None:
             extra = StructuredOutput(request.output, self.config.output_retries)
             hooks = Hooks([extra, *self.capabilities, *([Telemetry(self)] if traced else [])])
-        run = Run(self, f"{self.id}/{self._runs}", request, caller, hooks)
-        run.emit = functools.partial(self._emit, run)
-        return run
+        return Run(self, f"{self.id}/{self._runs}", request, caller, hooks)
 
     def _follow_up_run(self, text: str) -> Run:
         """A run for a follow-up (or a late steer): nobody waits for its answer."""

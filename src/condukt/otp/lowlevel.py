@@ -8,7 +8,7 @@ public and documented, with weaker stability promises than the main API.
 
 A behaviour is a :class:`~condukt.Server` subclass that owns the callbacks
 and offers its users callbacks of its own. Besides the names below it uses
-three class-level hooks of :class:`~condukt.Server`:
+four class-level hooks of :class:`~condukt.Server`:
 
 * :attr:`Server.handle_class` — the :class:`~condukt.Handle` subclass
   (``__slots__ = ()``) that ``spawn`` and ``start_child`` return, carrying
@@ -17,6 +17,10 @@ three class-level hooks of :class:`~condukt.Server`:
   a behaviour does its own set-up around its users' ``init`` here.
 * :meth:`Server.needs_terminate` — whether ``terminate`` has work at exit
   (skipping it saves a shielded cancel scope per exit).
+* :attr:`Server.nursery_at_start` — open the process's task nursery when
+  its loop starts, its cancel scope doubling as the process's (one cancel
+  scope per process instead of two, for behaviours that start a task for
+  most of their work).
 
 See "Writing your own behaviour" in ``docs/runtime.md``.
 """
