@@ -101,9 +101,11 @@ class Bubblewrap(Sandbox):
         args = [program, "--die-with-parent", "--unshare-all"]
         if self.network:
             args.append("--share-net")
+        # The private /tmp first: binds made after it may live under /tmp (a
+        # virtualenv or a working directory there), and would be hidden by it.
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
         for path in self._system:
             args += ["--ro-bind-try", path, path]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
         for path in self.readable:
             args += ["--ro-bind", path, path]
         root = str(cwd)
