@@ -145,15 +145,17 @@ class ResponseReader:
         """The next final response head, skipping ``1xx`` ones; ``None`` if incomplete."""
         while self._awaiting_head:
             buffer = self._buffer
-            end = buffer.find(b"\r\n\r\n")
-            if end < 0:
+            if not buffer:
+                return None
+            end = buffer.find(b"\r\n\r\n") + 4
+            if end < 4:
                 _check_partial_head(buffer)
                 return None
-            if end + 4 > MAX_HEAD:
+            if end > MAX_HEAD:
                 raise ProtocolError("response head too large")
-            head = _normalise_head(buffer[: end + 4])
+            raw = buffer[:end]
+            head = _normalise_head(raw)
             self._buffer = b""
-            rest = buffer[end + 4 :]
             self._headers = []
             self._reason = b""
             self._length = False
@@ -161,25 +163,25 @@ class ResponseReader:
             self._head_complete = False
             self.done = False
             self._head_only = head_request
-            try:
-                self._parser.feed_data(head)
-            except httptools.HttpParserUpgrade:
-                raise ProtocolError("protocol switch (101) is not supported") from None
-            except httptools.HttpParserCallbackError as exc:
-                raise _callback_error(exc) from None
-            except httptools.HttpParserError as exc:
-                raise ProtocolError(f"malformed response head: {exc}") from None
+            if head_request or raw[9:10] == b"1":
+                # No body follows (a HEAD request, an interim response): the head alone.
+                data, rest = head, buffer[end:]
+            else:
+                data, rest = (buffer if head is raw else head + buffer[end:]), b""
+            self._parse(data, len(head))
+            if self._error is not None and (data is head or not self._head_complete):
+                raise self._error
+            if not self._head_complete:
+                raise ProtocolError("malformed response head")
             status = self._parser.get_status_code()
             if status < 200:
-                # An interim response (it has no body): the final one follows.
+                # An interim response: the final one follows.
                 self._buffer = rest
                 continue
             self._awaiting_head = False
             if head_request:
                 self.done = True
                 self._extra = bool(rest)
-            elif rest:
-                self._parse(rest)
             return ResponseHead(status, self._reason, self._headers, self.keep_alive)
         return None
 
@@ -221,7 +223,8 @@ class ResponseReader:
         self._framing = 0
         return True
 
-    def _parse(self, data: bytes) -> None:
+    def _parse(self, data: bytes, head: int = 0) -> None:
+        """Feed llhttp; keep its complaint in :attr:`_error` (``head``: bytes of ``data`` that are the head)."""
         pieces = self._pieces
         before = len(pieces)
         try:
@@ -236,15 +239,16 @@ class ResponseReader:
             if self.done:
                 self._extra = True  # junk after the response
             else:
-                self._error = ProtocolError(f"malformed response body: {exc}")
+                part = "body" if self._head_complete else "head"
+                self._error = ProtocolError(f"malformed response {part}: {exc}")
         except httptools.HttpParserUpgrade:
-            self._error = ProtocolError("protocol switch is not supported")
+            self._error = ProtocolError("protocol switch (101) is not supported")
         # Framing is bounded between pieces of data: chunk-size lines are
         # small, so only extensions and trailers can grow past the bound.
         if len(pieces) > before:
             self._framing = 0
         else:
-            self._framing += len(data)
+            self._framing += len(data) - head
         if self._framing > MAX_FRAMING and self._error is None and not self.done:
             self._error = ProtocolError("chunk extensions or trailers too large")
 
@@ -269,12 +273,12 @@ class ResponseReader:
         self._headers.append((name, value.rstrip(b" \t")))
 
     def on_headers_complete(self) -> None:
-        self._head_complete = True
         parser = self._parser
         status = parser.get_status_code()
         self.keep_alive = parser.should_keep_alive()
         if status < 200 or status in _NO_BODY or self._head_only:
             self._until_close = False
+            self._head_complete = True
             return
         coding = self._transfer_encoding
         if coding is not None and coding.strip(b" \t").lower() != b"chunked":
@@ -284,6 +288,7 @@ class ResponseReader:
         self._until_close = until_close = coding is None and not self._length
         if until_close:
             self.keep_alive = False
+        self._head_complete = True
 
     def on_body(self, body: bytes) -> None:
         self._pieces.append(body)
