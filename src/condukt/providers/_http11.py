@@ -85,6 +85,8 @@ class ResponseReader:
     more), then :meth:`next_response` to reuse the connection. A malformed
     response raises :class:`ProtocolError` from :meth:`head`, or from
     :meth:`body` once the body bytes before the fault were returned.
+
+    The ``on_*`` methods are llhttp's callbacks, not for callers.
     """
 
     __slots__ = (

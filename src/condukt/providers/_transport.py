@@ -37,6 +37,7 @@ __all__ = ["TrioTransport"]
 
 _Origin = tuple[bytes, str, int]
 _RECEIVE_SIZE = 65536
+_ACCEPT_ENCODING = (b"Accept-Encoding", b"gzip, deflate")
 
 
 class _Connection:
@@ -213,10 +214,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         self._closed = False
         from .. import __version__  # here: the package is still importing this module at import time
 
-        self._default_headers = (
-            ("user-agent", (b"User-Agent", b"condukt/" + __version__.encode("ascii"))),
-            ("accept-encoding", (b"Accept-Encoding", b"gzip, deflate")),
-        )
+        self._user_agent = (b"User-Agent", b"condukt/" + __version__.encode("ascii"))
 
     @property
     def idle_connections(self) -> int:
@@ -340,9 +338,16 @@ class TrioTransport(httpx.AsyncBaseTransport):
         body = request.content if isinstance(stream, httpx.ByteStream) else None
         request_headers = request.headers
         headers = request_headers.raw
-        for key, header in self._default_headers:
-            if key not in request_headers:
-                headers = [*headers, header]
+        agent = encoding = False
+        for name, _ in headers:
+            # One pass over the raw names: httpx's ``in`` decodes every value, twice.
+            size = len(name)
+            if size == 10 and name.lower() == b"user-agent":
+                agent = True
+            elif size == 15 and name.lower() == b"accept-encoding":
+                encoding = True
+        if not (agent and encoding):
+            headers = [*headers, *(() if agent else (self._user_agent,)), *(() if encoding else (_ACCEPT_ENCODING,))]
         if body is None and "content-length" not in request_headers and "transfer-encoding" not in request_headers:
             # httpx says chunked itself for a streamed body; a request built otherwise may not.
             headers = [*headers, (b"Transfer-Encoding", b"chunked")]
