@@ -15,8 +15,12 @@ same run:
    that writes the same responses (the stream one ``send_all`` per chunk):
    condukt's TrioTransport with each reader, and httpx's default transport
    (httpcore over anyio on trio).
+3. and 4. With ``--instructions`` (needs valgrind; about 10 minutes): 1. and
+   2. counted in CPU instructions, which load from other processes on the
+   machine does not disturb (timings on a shared machine vary by 30% and
+   more; instruction counts by well under 1%).
 
-    python benchmarks/http_parse.py
+    python benchmarks/http_parse.py [--instructions]
 """
 
 from __future__ import annotations
@@ -502,8 +506,78 @@ def main() -> None:
         print(f"  {name:<34} {old:18.1f} {new:14.1f} {httpcore:14.1f}   {old / new:7.2f}x {httpcore / new:10.2f}x")
 
 
+async def client_only(variant: str, url: str, n: int) -> None:
+    reader = OldResponseReader if variant == "old" else None
+    client = Client(None if variant == "default" else TrioTransport(), reader)
+    await client.measure(url, n)
+    await client.client.aclose()
+
+
+PARSERS: dict[str, Callable[[], Callable[[list[bytes]], int]]] = {
+    "old codec": lambda: parse_with(OldResponseReader),
+    "httptools": lambda: parse_with(ResponseReader),
+    "h11": parse_with_h11,
+}
+
+
+def parse_only(parser: str, shape: int, n: int) -> None:
+    parse = PARSERS[parser]()
+    reads = SHAPES[shape][1]
+    for _ in range(n):
+        parse(reads)
+
+
+def instructions(extra: int = 300) -> None:
+    """Parsing and whole requests counted in CPU instructions under valgrind (callgrind).
+
+    Each variant runs in a fresh process with 1 and with 1 + ``extra``
+    requests (``extra`` x 10 parses); the difference over that number is its
+    instructions per request (or response parsed).
+    """
+
+    def count(arguments: list[str]) -> int:
+        result = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__, *arguments],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        match = re.search(r"Collected : (\d+)", result.stderr)
+        assert match, result.stderr[-2000:]
+        return int(match.group(1))
+
+    print(f"\n3. parse instructions per response (valgrind callgrind, {extra * 10} responses over 1), thousands")
+    print(f"  {'response':<48} {'old codec':>10} {'httptools':>10} {'h11':>10}   {'old/httptools':>13} {'h11/httptools':>13}")
+    parse_base = {p: count(["--parse", p, "0", "1"]) for p in PARSERS}
+    for index, (name, _) in enumerate(SHAPES):
+        cost = {p: (count(["--parse", p, str(index), str(1 + extra * 10)]) - parse_base[p]) / extra / 10 / 1000 for p in PARSERS}
+        old, new, h11_cost = cost["old codec"], cost["httptools"], cost["h11"]
+        print(f"  {name:<48} {old:10.1f} {new:10.1f} {h11_cost:10.1f}   {old / new:12.2f}x {h11_cost / new:12.2f}x")
+    process, port = start_server()
+    try:
+        print(f"\n4. client instructions per request (valgrind callgrind, {extra} sequential requests over 1), thousands")
+        print(f"  {'request':<34} {'TrioTransport+old':>18} {'TrioTransport':>14} {'httpx default':>14}   {'old/new':>8} {'default/new':>11}")
+        variants = ("old", "new", "default")
+        base = {v: count(["--client", v, f"http://127.0.0.1:{port}/complete", "1"]) for v in variants}
+        for path, name in (("complete", "chat completion, Content-Length"), ("stream", "stream of 41 events, chunk by chunk")):
+            url = f"http://127.0.0.1:{port}/{path}"
+            per = {v: (count(["--client", v, url, str(1 + extra)]) - base[v]) / extra / 1000 for v in variants}
+            old, new, default = per["old"], per["new"], per["default"]
+            print(f"  {name:<34} {old:18.0f} {new:14.0f} {default:14.0f}   {old / new:7.2f}x {default / new:10.2f}x")
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=10)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--serve"]:
         trio.run(serve_forever)
+    elif sys.argv[1:2] == ["--client"]:
+        trio.run(client_only, sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif sys.argv[1:2] == ["--parse"]:
+        parse_only(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1:] == ["--instructions"]:
+        instructions()
     else:
         main()

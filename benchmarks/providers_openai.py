@@ -11,7 +11,7 @@ spend 11-19 ms of client CPU per run on the same workload.
 
 The last rows (issue 11) repeat N = 1,000 with the response parser condukt
 had before httptools (kept in benchmarks/http_parse.py) and with today's,
-each in a fresh node, alternating.
+each in a fresh node, alternating (ABBA), best of 6 each.
 
     python benchmarks/providers_openai.py [--profile]
 """
@@ -93,7 +93,7 @@ async def one_round(node: condukt.Node, url: str, n: int, stream: bool) -> tuple
 
 
 async def codec_rows(url: str) -> list[str]:
-    """N = 1,000 with the old hand-written response codec and with httptools, fresh node each, alternating."""
+    """N = 1,000 with the old hand-written response codec and with httptools, fresh node each, alternating (ABBA)."""
     from http_parse import OldResponseReader
 
     from condukt.providers import _transport
@@ -102,8 +102,10 @@ async def codec_rows(url: str) -> list[str]:
     rows = []
     for stream in (False, True):
         best: dict[str, float] = {}
-        for _ in range(ROUNDS):
-            for label, reader in (("old codec", OldResponseReader), ("httptools", today)):
+        pair: list[tuple[str, type]] = [("old codec", OldResponseReader), ("httptools", today)]
+        for round in range(2 * ROUNDS):
+            # ABBA order: the second node of a pair runs after the first one's teardown.
+            for label, reader in pair if round % 2 == 0 else pair[::-1]:
                 _transport.ResponseReader = reader  # type: ignore[misc]
                 try:
                     async with condukt.open_node() as node:
