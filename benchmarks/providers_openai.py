@@ -9,6 +9,10 @@ round opens the connections. Client CPU per run = this process's CPU time
 during the runs / runs. For reference, two leading Python agent frameworks
 spend 11-19 ms of client CPU per run on the same workload.
 
+The last rows (issue 11) repeat N = 1,000 with the response parser condukt
+had before httptools (kept in benchmarks/http_parse.py) and with today's,
+each in a fresh node, alternating (ABBA), best of 6 each.
+
     python benchmarks/providers_openai.py [--profile]
 """
 
@@ -87,6 +91,36 @@ async def one_round(node: condukt.Node, url: str, n: int, stream: bool) -> tuple
     return cpu, makespan
 
 
+async def codec_rows(url: str) -> list[str]:
+    """N = 1,000 with the old hand-written response codec and with httptools, fresh node each, alternating (ABBA)."""
+    from http_parse import OldResponseReader
+
+    from condukt.providers import _transport
+
+    today = _transport.ResponseReader
+    rows = []
+    for stream in (False, True):
+        best: dict[str, float] = {}
+        pair: list[tuple[str, type]] = [("old codec", OldResponseReader), ("httptools", today)]
+        for round in range(2 * ROUNDS):
+            # ABBA order: the second node of a pair runs after the first one's teardown.
+            for label, reader in pair if round % 2 == 0 else pair[::-1]:
+                _transport.ResponseReader = reader  # type: ignore[misc]
+                try:
+                    async with condukt.open_node() as node:
+                        await one_round(node, url, 1000, stream)  # warm-up: connections
+                        cpu, _ = await one_round(node, url, 1000, stream)
+                finally:
+                    _transport.ResponseReader = today  # type: ignore[misc]
+                best[label] = min(best.get(label, float("inf")), cpu / 1000 * 1000)
+        kind = "streaming" if stream else "non-streaming"
+        rows.append(
+            f"{kind:>13} N=1000  client CPU/run: old codec {best['old codec']:6.3f} ms, httptools {best['httptools']:6.3f} ms"
+            f" = {best['old codec'] / best['httptools']:4.2f}x"
+        )
+    return rows
+
+
 async def main(profile: bool) -> None:
     process, port = start_server()
     url = f"http://127.0.0.1:{port}/v1"
@@ -112,6 +146,7 @@ async def main(profile: bool) -> None:
                         f"{kind:>13} N={n:<5} client CPU/run {best_cpu / n * 1000:6.3f} ms   "
                         f"makespan {best_makespan:6.3f} s = {best_makespan / IDEAL:5.2f}x ideal (100 ms)"
                     )
+        rows.extend(await codec_rows(url))
     finally:
         assert process.stdin is not None
         process.stdin.close()

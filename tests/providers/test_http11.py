@@ -91,6 +91,8 @@ def test_bad_chunks_are_protocol_errors(chunk: bytes) -> None:
     reader.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk)
     assert reader.head() is not None
     with pytest.raises(ProtocolError):
+        # The body bytes before the fault come first, then the error.
+        reader.body()
         reader.body()
 
 
@@ -119,3 +121,62 @@ def test_requests_refuse_header_injection() -> None:
         encode_request(b"POST", b"/", [(b"x-api-key", b"k\r\nevil: 1")], b"")
     with pytest.raises(ProtocolError):
         encode_request(b"POST", b"/", [(b"bad name", b"v")], b"")
+
+
+@pytest.mark.parametrize("step", [1, 7, 1000])
+def test_obs_fold_is_unfolded_and_any_http_1x_is_read(step: int) -> None:
+    data = b"HTTP/1.2 200 OK\r\nX-Folded: a\r\n  b\r\nContent-Length: 2\r\n\r\nok"
+    reader = ResponseReader()
+    body = b""
+    head = None
+    for i in range(0, len(data), step):
+        reader.feed(data[i : i + step])
+        head = head or reader.head()
+        if head is not None:
+            body += reader.body()
+    assert head is not None and head.headers[0] == (b"X-Folded", b"a b") and body == b"ok"
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [b"HTTP/1.1 200 OK\nContent-Length: 2\n", b"HTTP/1.1 200 OK\rX: 1", b"<html>"],
+)
+def test_a_head_that_cannot_end_fails_before_it_is_complete(partial: bytes) -> None:
+    reader = ResponseReader()
+    reader.feed(partial)
+    with pytest.raises(ProtocolError):
+        reader.head()
+
+
+def test_transfer_codings_other_than_chunked_are_refused() -> None:
+    reader = ResponseReader()
+    reader.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n")
+    with pytest.raises(ProtocolError, match="only chunked"):
+        reader.head()
+
+
+def test_trailers_are_bounded_across_reads() -> None:
+    reader = ResponseReader()
+    reader.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Huge: ")
+    assert reader.head() is not None and reader.body() == b"ok"
+    with pytest.raises(ProtocolError, match="trailers too large"):
+        for _ in range(100):
+            reader.feed(b"a" * 4096)
+            assert reader.body() == b""
+
+
+def test_a_head_response_leaves_the_connection_reusable() -> None:
+    reader = ResponseReader()
+    reader.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+    head = reader.head(head_request=True)
+    assert head is not None and reader.done and reader.body() == b""
+    assert reader.next_response()
+    reader.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    assert reader.head() is not None and reader.body() == b"ok" and reader.done
+
+
+def test_bytes_after_a_response_make_the_connection_unusable() -> None:
+    reader = ResponseReader()
+    reader.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n")
+    assert reader.head() is not None and reader.body() == b"ok" and reader.done
+    assert not reader.next_response()

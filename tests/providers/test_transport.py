@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import ssl
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -150,3 +152,62 @@ async def test_a_kept_alive_connection_closed_under_our_feet_is_replaced(
         response = await client.post(server.url + "/v1/messages", json={})
         assert response.status_code == 200
     assert server.connections == 2 and len(server.requests) == 2
+
+
+async def test_default_headers_unless_the_caller_set_them(server: ProtocolServer) -> None:
+    async with httpx.AsyncClient(transport=TrioTransport()) as client:
+        await client.post(server.url + "/v1/messages", json={}, headers={"User-Agent": "mine/1"})
+    transport = TrioTransport()
+    await transport.handle_async_request(httpx.Request("POST", server.url + "/v1/messages", json={}))
+    await transport.aclose()
+    mine, bare = server.requests
+    assert mine.headers["user-agent"] == "mine/1"
+    assert bare.headers["user-agent"] == f"condukt/{condukt.__version__}"
+    assert bare.headers["accept-encoding"] == "gzip, deflate"
+    async with condukt.open_node() as node:
+        agent = await spawn(node, server, "openai")
+        server.add(reply("ok"))
+        await agent.run("hi")
+    assert server.requests[-1].headers["user-agent"] == f"condukt/{condukt.__version__}"
+    client = HttpSettings().build_client()
+    assert client.headers["user-agent"] == f"condukt/{condukt.__version__}"
+    await client.aclose()
+
+
+async def test_the_write_timeout_bounds_each_write(nursery: trio.Nursery) -> None:
+    received = trio.Event()
+
+    async def never_reads(stream: trio.SocketStream) -> None:
+        received.set()
+        await trio.sleep_forever()
+
+    [listener] = await nursery.start(functools.partial(trio.serve_tcp, never_reads, 0, host="127.0.0.1"))
+    url = f"http://127.0.0.1:{listener.socket.getsockname()[1]}/"
+    async with httpx.AsyncClient(transport=TrioTransport(), timeout=httpx.Timeout(5.0, write=0.2)) as client:
+        with trio.fail_after(3):
+            with pytest.raises(httpx.WriteTimeout):
+                await client.post(url, content=b"x" * 50_000_000)
+
+
+async def test_a_slow_streamed_body_is_not_a_write_timeout(server: ProtocolServer) -> None:
+    async def body() -> AsyncIterator[bytes]:
+        for part in (b'{"a"', b": 1}"):
+            await trio.sleep(0.3)
+            yield part
+
+    async with httpx.AsyncClient(transport=TrioTransport(), timeout=httpx.Timeout(5.0, write=0.1)) as client:
+        response = await client.post(server.url + "/v1/messages", content=body())
+    assert response.status_code == 200
+
+
+async def test_tls_failures_say_why(nursery: trio.Nursery) -> None:
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    server = ProtocolServer()
+    listeners = await nursery.start(trio.serve_ssl_over_tcp, server._connection, 0, server_context)
+    port = listeners[0].transport_listener.socket.getsockname()[1]
+    async with httpx.AsyncClient(transport=TrioTransport()) as client:  # the test CA is not trusted
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED") as info:
+            await client.get(f"https://127.0.0.1:{port}/")
+    assert isinstance(info.value.__cause__, trio.BrokenResourceError)

@@ -52,7 +52,9 @@ class HttpSettings:
     a free connection has no timeout of its own: it runs under the caller's
     cancel scope (the run's timeout). ``transport`` replaces the built-in
     :class:`~condukt.providers.TrioTransport` (proxies, HTTP/2, tests);
-    ``verify`` is passed to httpx's TLS set-up.
+    ``verify`` is passed to httpx's TLS set-up. Requests say
+    ``User-Agent: condukt/<version>`` and ``Accept-Encoding: gzip, deflate``
+    unless they set these headers themselves.
     """
 
     max_connections: int | None = 1000
@@ -85,8 +87,14 @@ class HttpSettings:
                 keepalive_expiry=self.keepalive_expiry,
                 ssl_context=context,
             )
+        from .. import __version__  # here: the package is still importing this module at import time
+
         client = httpx.AsyncClient(
-            transport=transport, timeout=self.timeout(), follow_redirects=False, cookies=_NoCookies()
+            transport=transport,
+            timeout=self.timeout(),
+            follow_redirects=False,
+            cookies=_NoCookies(),
+            headers={"User-Agent": f"condukt/{__version__}", "Accept-Encoding": "gzip, deflate"},
         )
         return client, transport
 

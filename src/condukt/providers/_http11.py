@@ -1,30 +1,42 @@
-"""A minimal HTTP/1.1 client codec: request serialisation and an incremental response reader.
+"""The HTTP/1.1 client codec: request serialisation, and a response reader on llhttp.
 
-Why not h11: it is correct and well kept, but on condukt's hot path (two
-small requests per agent run, and streamed bodies of many small chunks) it
-cost about a quarter of the transport's CPU, mostly in per-event state
-machinery and one event per chunk. This codec does only what a client
-needs: it writes a request in one buffer, parses the status line and
-headers, and reads bodies framed by ``Content-Length``, ``chunked`` (all
-complete chunks already received are returned at once) or the connection
-closing. It rejects what it does not understand (header folding, bad chunk
-sizes, oversized heads) with :class:`ProtocolError`.
+Responses are parsed by httptools (llhttp, the parser behind Node.js and
+uvicorn): it validates the status line, header names and values (no NUL, CR,
+LF or other control characters), ``Content-Length`` (one value, digits only)
+and chunked framing, and hands over body bytes without copying them through
+Python line by line. This module adds what llhttp leaves to its caller: it
+bounds the response head (:data:`MAX_HEAD`) and the bytes of chunk
+extensions and trailers, fails at once on a head whose lines do not end in
+CRLF (instead of waiting for a terminator that never comes), unfolds
+obs-fold header lines into one value, accepts any ``HTTP/1.x`` status line
+(``1.2`` and later as 1.1), skips ``1xx`` responses, and refuses every
+transfer coding but ``chunked`` (a ``gzip`` transfer coding cannot be decoded
+by httpx, whose decoders act on ``Content-Encoding``; passing its bytes on
+as the body would hand garbage to the caller). Every refusal is a
+:class:`ProtocolError`.
+
+Requests are written by :func:`encode_request`, in one buffer.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_HEAD", "ProtocolError", "ResponseHead", "ResponseReader", "encode_request"]
+import httptools
 
-#: The largest response head (status line and headers) accepted.
+__all__ = ["MAX_HEAD", "MAX_FRAMING", "ProtocolError", "ResponseHead", "ResponseReader", "encode_request"]
+
+#: The largest response head (status line and headers) accepted, in bytes.
 MAX_HEAD = 64 * 1024
-_MAX_CHUNK_LINE = 4096
+#: The most bytes of chunk framing (size lines, extensions, trailers) accepted
+#: between two pieces of body data; checked per network read, so the bound
+#: is this plus one read.
+MAX_FRAMING = 64 * 1024
 
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE = re.compile(rb"[\x00\r\n]")
-_HEX = re.compile(rb"^[0-9A-Fa-f]{1,16}$")
-_STATUS = re.compile(rb"^HTTP/1\.([01]) (\d{3})(?: (.*))?$")
+_FOLD = re.compile(rb"[ \t]*\r\n[ \t]+")
+_NO_BODY = (204, 304)
 
 
 class ProtocolError(Exception):
@@ -61,7 +73,8 @@ class ResponseHead:
         self.keep_alive = keep_alive
 
 
-_LENGTH, _CHUNKED, _UNTIL_CLOSE, _DONE = range(4)
+class _AfterResponse(Exception):
+    """Raised from the parser's callback when bytes follow a complete response."""
 
 
 class ResponseReader:
@@ -69,18 +82,47 @@ class ResponseReader:
 
     Call :meth:`head` until it returns a head (``None``: feed more), then
     :meth:`body` until :attr:`done` (``b""`` with ``done`` false: feed
-    more), then :meth:`next_response` to reuse the connection.
+    more), then :meth:`next_response` to reuse the connection. A malformed
+    response raises :class:`ProtocolError` from :meth:`head`, or from
+    :meth:`body` once the body bytes before the fault were returned.
+
+    The ``on_*`` methods are llhttp's callbacks, not for callers.
     """
 
-    __slots__ = ("_awaiting_head", "_buffer", "_chunk_left", "_in_trailers", "_left", "_mode", "done", "keep_alive")
+    __slots__ = (
+        "_awaiting_head",
+        "_buffer",
+        "_error",
+        "_extra",
+        "_framing",
+        "_head_complete",
+        "_head_only",
+        "_headers",
+        "_length",
+        "_parser",
+        "_pieces",
+        "_reason",
+        "_transfer_encoding",
+        "_until_close",
+        "done",
+        "keep_alive",
+    )
 
     def __init__(self) -> None:
+        self._parser = httptools.HttpResponseParser(self)
         self._buffer = b""
-        self._mode = _DONE
-        self._left = 0
-        self._chunk_left = -1
-        self._in_trailers = False
         self._awaiting_head = True
+        self._head_complete = False
+        self._head_only = False
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._reason = b""
+        self._length = False
+        self._transfer_encoding: bytes | None = None
+        self._until_close = False
+        self._pieces: list[bytes] = []
+        self._framing = 0
+        self._error: ProtocolError | None = None
+        self._extra = False
         #: The body was read to its end.
         self.done = False
         #: The connection may carry another request once this response is done.
@@ -93,170 +135,199 @@ class ResponseReader:
 
     def feed(self, data: bytes) -> None:
         """Add bytes received from the server."""
-        self._buffer = self._buffer + data if self._buffer else data
+        if self._awaiting_head:
+            self._buffer = self._buffer + data if self._buffer else data
+        elif self.done or self._error is not None:
+            # Nothing may follow a response on a connection without pipelining.
+            self._extra = True
+        else:
+            self._parse(data)
 
     def head(self, head_request: bool = False) -> ResponseHead | None:
         """The next final response head, skipping ``1xx`` ones; ``None`` if incomplete."""
-        while True:
+        while self._awaiting_head:
             buffer = self._buffer
-            end = buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buffer) > MAX_HEAD:
-                    raise ProtocolError("response head too large")
+            if not buffer:
                 return None
-            lines = buffer[:end].split(b"\r\n")
-            self._buffer = buffer[end + 4 :]
-            match = _STATUS.match(lines[0])
-            if match is None:
-                raise ProtocolError(f"malformed status line {lines[0][:100]!r}")
-            minor, code, reason = match.groups()
-            status = int(code)
-            headers: list[tuple[bytes, bytes]] = []
-            length: bytes | None = None
-            chunked = False
-            close = minor == b"0"
-            for line in lines[1:]:
-                name, colon, value = line.partition(b":")
-                if not colon or not name or name[-1:] in b" \t" or name[:1] in b" \t":
-                    raise ProtocolError(f"malformed header line {line[:100]!r}")
-                value = value.strip(b" \t")
-                headers.append((name, value))
-                lowered = name.lower()
-                if lowered == b"content-length":
-                    if length is not None and length != value:
-                        raise ProtocolError("conflicting Content-Length headers")
-                    length = value
-                elif lowered == b"transfer-encoding":
-                    chunked = value.lower().rsplit(b",", 1)[-1].strip() == b"chunked"
-                    if not chunked:
-                        raise ProtocolError(f"unsupported Transfer-Encoding {value!r}")
-                elif lowered == b"connection":
-                    tokens = value.lower()
-                    if b"close" in tokens:
-                        close = True
-                    elif b"keep-alive" in tokens and minor == b"0":
-                        close = False
-            if 100 <= status < 200:
-                if status == 101:
-                    raise ProtocolError("protocol switch (101) is not supported")
+            end = buffer.find(b"\r\n\r\n") + 4
+            if end < 4:
+                _check_partial_head(buffer)
+                return None
+            if end > MAX_HEAD:
+                raise ProtocolError("response head too large")
+            raw = buffer[:end]
+            head = _normalise_head(raw)
+            self._buffer = b""
+            self._headers = []
+            self._reason = b""
+            self._length = False
+            self._transfer_encoding = None
+            self._head_complete = False
+            self.done = False
+            self._head_only = head_request
+            if head_request or raw[9:10] == b"1":
+                # No body follows (a HEAD request, an interim response): the head alone.
+                data, rest = head, buffer[end:]
+            else:
+                data, rest = (buffer if head is raw else head + buffer[end:]), b""
+            self._parse(data, len(head))
+            if self._error is not None and (data is head or not self._head_complete):
+                raise self._error
+            if not self._head_complete:
+                raise ProtocolError("malformed response head")
+            status = self._parser.get_status_code()
+            if status < 200:
+                # An interim response: the final one follows.
+                self._buffer = rest
                 continue
             self._awaiting_head = False
-            self.done = False
-            self.keep_alive = not close
-            self._chunk_left = -1
-            self._in_trailers = False
-            if head_request or status in (204, 304):
-                self._mode = _DONE
+            if head_request:
                 self.done = True
-            elif chunked:
-                self._mode = _CHUNKED
-            elif length is not None:
-                if not length.isdigit():
-                    raise ProtocolError(f"invalid Content-Length {length!r}")
-                self._left = int(length)
-                self._mode = _LENGTH
-                self.done = self._left == 0
-            else:
-                self._mode = _UNTIL_CLOSE
-                self.keep_alive = False
-            return ResponseHead(status, reason or b"", headers, self.keep_alive)
+                self._extra = bool(rest)
+            return ResponseHead(status, self._reason, self._headers, self.keep_alive)
+        return None
 
     def body(self) -> bytes:
         """The body bytes available now (``b""``: none; check :attr:`done`)."""
-        mode = self._mode
-        if mode == _LENGTH:
-            buffer = self._buffer
-            if len(buffer) <= self._left:
-                self._buffer = b""
-                self._left -= len(buffer)
-                data = buffer
-            else:
-                data = buffer[: self._left]
-                self._buffer = buffer[self._left :]
-                self._left = 0
-            if self._left == 0:
-                self._finish()
-            return data
-        if mode == _CHUNKED:
-            return self._chunks()
-        if mode == _UNTIL_CLOSE:
-            data, self._buffer = self._buffer, b""
-            return data
+        pieces = self._pieces
+        if pieces:
+            self._pieces = []
+            return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        if self._error is not None:
+            raise self._error
         return b""
 
     def eof(self) -> None:
         """The server closed the connection: ends a close-delimited body, else :class:`ProtocolError`."""
         if self._awaiting_head:
+            if self._buffer:
+                raise ProtocolError("the server closed the connection in the middle of the response head")
             raise ProtocolError("the server closed the connection without sending a response")
-        if self._mode == _UNTIL_CLOSE:
-            self._finish()
+        self._extra = True
+        if self.done:
             return
-        if not self.done:
-            raise ProtocolError("the server closed the connection before the response was complete")
+        if self._error is not None:
+            raise self._error
+        if self._until_close:
+            self.done = True
+            return
+        raise ProtocolError("the server closed the connection before the response was complete")
 
     def next_response(self) -> bool:
         """Prepare for the next response on this connection; ``False`` if it cannot carry one."""
-        if self.done and self.keep_alive and not self._buffer:
-            self._awaiting_head = True
-            return True
-        return False
+        if not (self.done and self.keep_alive) or self._extra or self._error is not None:
+            return False
+        if self._head_only:
+            # The parser still expects the body a HEAD response announces but never sends.
+            self._parser = httptools.HttpResponseParser(self)
+        self._awaiting_head = True
+        self._pieces = []
+        self._framing = 0
+        return True
 
-    def _finish(self) -> None:
-        self._mode = _DONE
-        self.done = True
+    def _parse(self, data: bytes, head: int = 0) -> None:
+        """Feed llhttp; keep its complaint in :attr:`_error` (``head``: bytes of ``data`` that are the head)."""
+        pieces = self._pieces
+        before = len(pieces)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            error = _callback_error(exc)
+            if isinstance(error, _AfterResponse):
+                self._extra = True
+            else:
+                self._error = error
+        except httptools.HttpParserError as exc:
+            if self.done:
+                self._extra = True  # junk after the response
+            else:
+                part = "body" if self._head_complete else "head"
+                self._error = ProtocolError(f"malformed response {part}: {exc}")
+        except httptools.HttpParserUpgrade:
+            self._error = ProtocolError("protocol switch (101) is not supported")
+        # Framing is bounded between pieces of data: chunk-size lines are
+        # small, so only extensions and trailers can grow past the bound.
+        if len(pieces) > before:
+            self._framing = 0
+        else:
+            self._framing += len(data) - head
+        if self._framing > MAX_FRAMING and self._error is None and not self.done:
+            self._error = ProtocolError("chunk extensions or trailers too large")
 
-    def _chunks(self) -> bytes:
-        buffer = self._buffer
-        pos = 0
-        out: list[bytes] = []
-        while True:
-            if self._in_trailers:
-                end = buffer.find(b"\r\n", pos)
-                if end < 0:
-                    break
-                line_empty = end == pos
-                pos = end + 2
-                if line_empty:
-                    self._finish()
-                    break
-                continue
-            left = self._chunk_left
-            if left < 0:
-                end = buffer.find(b"\r\n", pos)
-                if end < 0:
-                    if len(buffer) - pos > _MAX_CHUNK_LINE:
-                        raise ProtocolError("chunk size line too long")
-                    break
-                size_text = buffer[pos:end].split(b";", 1)[0].strip(b" \t")
-                if not _HEX.match(size_text):
-                    raise ProtocolError(f"invalid chunk size {size_text[:20]!r}")
-                size = int(size_text, 16)
-                pos = end + 2
-                if size == 0:
-                    self._in_trailers = True
-                    continue
-                self._chunk_left = left = size
-            available = len(buffer) - pos
-            if available <= 0:
-                break
-            if available < left:
-                out.append(buffer[pos:])
-                self._chunk_left = left - available
-                pos = len(buffer)
-                break
-            out.append(buffer[pos : pos + left])
-            pos += left
-            # The CRLF after the chunk data.
-            if len(buffer) - pos < 2:
-                self._chunk_left = 0
-                if len(buffer) - pos == 1 and buffer[pos : pos + 1] != b"\r":
-                    raise ProtocolError("missing CRLF after chunk data")
-                # Wait for the CRLF; keep what is there.
-                self._buffer = buffer[pos:]
-                return b"".join(out) if out else b""
-            if buffer[pos : pos + 2] != b"\r\n":
-                raise ProtocolError("missing CRLF after chunk data")
-            pos += 2
-            self._chunk_left = -1
-        self._buffer = buffer[pos:]
-        return b"".join(out) if len(out) != 1 else out[0]
+    # llhttp callbacks
+
+    def on_message_begin(self) -> None:
+        if self.done:
+            raise _AfterResponse
+
+    def on_status(self, reason: bytes) -> None:
+        self._reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._head_complete:
+            return  # a trailer field: bounded, then dropped
+        size = len(name)
+        if size == 14 and name.lower() == b"content-length":
+            self._length = True
+        elif size == 17 and name.lower() == b"transfer-encoding":
+            previous = self._transfer_encoding
+            self._transfer_encoding = value if previous is None else previous + b", " + value
+        self._headers.append((name, value.rstrip(b" \t")))
+
+    def on_headers_complete(self) -> None:
+        parser = self._parser
+        status = parser.get_status_code()
+        self.keep_alive = parser.should_keep_alive()
+        if status < 200 or status in _NO_BODY or self._head_only:
+            self._until_close = False
+            self._head_complete = True
+            return
+        coding = self._transfer_encoding
+        if coding is not None and coding.strip(b" \t").lower() != b"chunked":
+            raise ProtocolError(
+                f"unsupported Transfer-Encoding {coding.decode('latin-1')!r} (only chunked can be decoded)"
+            )
+        self._until_close = until_close = coding is None and not self._length
+        if until_close:
+            self.keep_alive = False
+        self._head_complete = True
+
+    def on_body(self, body: bytes) -> None:
+        self._pieces.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._head_complete and self._parser.get_status_code() >= 200:
+            self.done = True
+
+
+def _callback_error(exc: httptools.HttpParserCallbackError) -> ProtocolError | _AfterResponse:
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, (ProtocolError, _AfterResponse)):
+        return cause
+    return ProtocolError(f"malformed response: {cause or exc}")
+
+
+def _check_partial_head(buffer: bytes) -> None:
+    """Fail now, not at the read timeout, on a head that can never be complete."""
+    if len(buffer) > MAX_HEAD:
+        raise ProtocolError("response head too large")
+    if buffer[:5] != b"HTTP/"[: len(buffer)]:
+        raise ProtocolError(f"malformed status line {buffer[:100]!r}")
+    crlf = buffer.count(b"\r\n")
+    if buffer.count(b"\n") != crlf or buffer.count(b"\r") - buffer.endswith(b"\r") != crlf:
+        raise ProtocolError("malformed response head: lines must end in CRLF")
+
+
+def _normalise_head(head: bytes) -> bytes:
+    """The head as llhttp accepts it: any ``HTTP/1.x`` read as 1.1, obs-fold unfolded."""
+    if head[:7] != b"HTTP/1." or head[8:9] != b" " or not head[7:8].isdigit():
+        line = head[: head.find(b"\r\n")]
+        raise ProtocolError(f"unsupported or malformed status line {line[:100]!r}")
+    if head[7] not in b"01":
+        head = b"HTTP/1.1" + head[8:]
+    if b"\n " in head or b"\n\t" in head:
+        first = head.find(b"\r\n")
+        if head[first + 2 : first + 3] in (b" ", b"\t"):
+            raise ProtocolError("malformed response head: whitespace before the first header")
+        head = _FOLD.sub(b" ", head)
+    return head

@@ -11,9 +11,14 @@ a response that is not read to the end closes its connection at once, so a
 cancelled request never leaks one.
 
 It speaks HTTP/1.1 over TCP or TLS, honours httpx's per-request timeouts
-(``connect``, ``read``, ``write``, ``pool``), and maps failures to httpx's
-exception classes. It does not do proxies or HTTP/2: give the node another
-transport (:func:`condukt.providers.configure_http`) if you need them.
+(``connect``, ``read``, ``write``, ``pool``; ``read`` and ``write`` per
+socket operation, as httpcore does), and maps failures to httpx's exception
+classes, keeping the cause (a TLS verification failure, say) in the message.
+A request without ``User-Agent`` or ``Accept-Encoding`` headers gets
+``condukt/<version>`` and ``gzip, deflate`` (httpx decodes both).
+
+It does not do proxies or HTTP/2: give the node another transport
+(:func:`condukt.providers.configure_http`) if you need them.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ __all__ = ["TrioTransport"]
 
 _Origin = tuple[bytes, str, int]
 _RECEIVE_SIZE = 65536
+_ACCEPT_ENCODING = (b"Accept-Encoding", b"gzip, deflate")
 
 
 class _Connection:
@@ -137,9 +143,28 @@ class _ResponseStream(httpx.AsyncByteStream):
 def _translate(exc: BaseException) -> httpx.HTTPError:
     if isinstance(exc, ProtocolError):
         return httpx.RemoteProtocolError(str(exc) or "malformed response from the server")
-    if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError)):
-        return httpx.ReadError(str(exc) or type(exc).__name__)
-    return httpx.ReadError(f"{type(exc).__name__}: {exc}")
+    return httpx.ReadError(_describe(exc))
+
+
+def _describe(exc: BaseException) -> str:
+    """``exc`` and what caused it, in one line: trio's ``BrokenResourceError`` has no text of its own."""
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None and len(parts) < 4:
+        text = str(current)
+        parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return ", caused by ".join(parts)
+
+
+async def _send_all(stream: trio.abc.Stream, data: bytes, timeout: float | None) -> None:
+    if timeout is None:
+        await stream.send_all(data)
+        return
+    with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
+        await stream.send_all(data)
+    if scope.cancelled_caught:
+        raise httpx.WriteTimeout("timed out sending the request")
 
 
 async def _wait_for_slot(slots: trio.Semaphore, timeout: float | None) -> None:
@@ -187,6 +212,9 @@ class TrioTransport(httpx.AsyncBaseTransport):
         self._idle_count = 0
         self._active: set[_Connection] = set()
         self._closed = False
+        from .. import __version__  # here: the package is still importing this module at import time
+
+        self._user_agent = (b"User-Agent", b"condukt/" + __version__.encode("ascii"))
 
     @property
     def idle_connections(self) -> int:
@@ -296,45 +324,53 @@ class TrioTransport(httpx.AsyncBaseTransport):
         except trio.TooSlowError:
             raise httpx.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}") from None
+            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {_describe(exc)}") from exc
         return _Connection(origin, stream)
 
     async def _send(self, conn: _Connection, request: httpx.Request, timeout: float | None) -> None:
-        """Write the request: head and an in-memory body in a single ``send_all``."""
+        """Write the request: head and an in-memory body in a single ``send_all``.
+
+        ``timeout`` bounds each write (not the wait for a streamed body's next chunk).
+        """
         stream = request.stream
         url = request.url
         target = url.raw_path
         body = request.content if isinstance(stream, httpx.ByteStream) else None
-        headers = request.headers.raw
-        if body is None and "content-length" not in request.headers:
+        request_headers = request.headers
+        headers = request_headers.raw
+        agent = encoding = False
+        for name, _ in headers:
+            # One pass over the raw names: httpx's ``in`` decodes every value, twice.
+            size = len(name)
+            if size == 10 and name.lower() == b"user-agent":
+                agent = True
+            elif size == 15 and name.lower() == b"accept-encoding":
+                encoding = True
+        if not (agent and encoding):
+            headers = [*headers, *(() if agent else (self._user_agent,)), *(() if encoding else (_ACCEPT_ENCODING,))]
+        if body is None and "content-length" not in request_headers and "transfer-encoding" not in request_headers:
+            # httpx says chunked itself for a streamed body; a request built otherwise may not.
             headers = [*headers, (b"Transfer-Encoding", b"chunked")]
         try:
             data = encode_request(request.method.encode("ascii"), target, headers, body)
         except ProtocolError as exc:
             raise httpx.LocalProtocolError(str(exc)) from None
         try:
-            if timeout is None:
-                await self._write(conn, request, data, body)
-                return
-            with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
-                await self._write(conn, request, data, body)
-                return
+            await _send_all(conn.stream, data, timeout)
+            if body is None:
+                await self._send_body(conn, request, timeout)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError) as exc:
-            raise httpx.WriteError(str(exc) or type(exc).__name__) from None
-        assert scope.cancelled_caught
-        raise httpx.WriteTimeout("timed out sending the request")
+            raise httpx.WriteError(_describe(exc)) from exc
 
-    async def _write(self, conn: _Connection, request: httpx.Request, data: bytes, body: bytes | None) -> None:
-        await conn.stream.send_all(data)
-        if body is None:
-            chunked = "content-length" not in request.headers
-            async for chunk in request.stream:  # type: ignore[union-attr]
-                if chunk:
-                    if chunked:
-                        chunk = b"%x\r\n%s\r\n" % (len(chunk), chunk)
-                    await conn.stream.send_all(chunk)
-            if chunked:
-                await conn.stream.send_all(b"0\r\n\r\n")
+    async def _send_body(self, conn: _Connection, request: httpx.Request, timeout: float | None) -> None:
+        chunked = "content-length" not in request.headers
+        async for chunk in request.stream:  # type: ignore[union-attr]
+            if chunk:
+                if chunked:
+                    chunk = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+                await _send_all(conn.stream, chunk, timeout)
+        if chunked:
+            await _send_all(conn.stream, b"0\r\n\r\n", timeout)
 
     async def _receive_head(self, conn: _Connection, timeout: float | None, head_request: bool) -> ResponseHead:
         reader = conn.reader
@@ -347,7 +383,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
             except ProtocolError as exc:
                 raise httpx.RemoteProtocolError(str(exc) or "malformed response from the server") from None
             except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-                raise httpx.ReadError(str(exc) or type(exc).__name__) from None
+                raise httpx.ReadError(_describe(exc)) from exc
 
     def _release(self, conn: _Connection) -> None:
         """A response was read to its end: keep the connection if it can be reused."""
