@@ -558,7 +558,7 @@ class HttpModel(abc.ABC):
             # Reads are timed here, by one cancel scope per attempt whose deadline
             # moves with every chunk, rather than by a timer per socket read.
             self._stall = timeout.read if timeout.read is not None else math.inf
-            timeouts = self._timeouts = {"connect": timeout.connect, "read": None, "write": None, "pool": None}
+            timeouts = self._timeouts = {"connect": timeout.connect, "read": None, "write": timeout.write, "pool": None}
         return timeouts
 
     async def _attempt(self, body: bytes, estimate: int, emit: _Guard) -> AssistantMessage:
