@@ -8,7 +8,7 @@ from typing import Any
 
 from ..events import Event
 from ..messages import ImageBlock
-from ..otp import current_node, open_node
+from ..otp import Node, current_node, open_node
 from ._agent import Agent
 from ._handle import AgentHandle, stop_quietly
 
@@ -27,6 +27,7 @@ async def run(
     max_turns: int | None = None,
     images: Iterable[ImageBlock | str | os.PathLike[str]] | None = None,
     on_event: Callable[[Event], Awaitable[None]] | None = None,
+    node: Node | None = None,
     **options: Any,
 ) -> Any:
     """Run one prompt on a transient agent and return its answer.
@@ -37,8 +38,10 @@ async def run(
     ``options``). ``output``/``input``/``input_schema``/``on_event`` work as
     in :meth:`AgentHandle.run`; other keywords are start options.
 
-    The agent starts under the current node (inside ``open_node``), or a
-    temporary node otherwise, and is always stopped afterwards: when the run
+    The agent starts under ``node`` if given (a service keeps one node for
+    all its requests: one connection pool, shared provider limits), else
+    the current node (inside ``open_node``), else a temporary node, and is
+    always stopped afterwards: when the run
     succeeds, raises, or the caller is cancelled. Project instructions are
     not loaded unless ``load_project_instructions=True`` is passed, and the
     conversation is not persisted (a class-level ``session_store`` is
@@ -67,7 +70,9 @@ async def run(
         "images": images,
         "on_event": on_event,
     }
-    node = current_node()
+    if node is not None and not isinstance(node, Node):
+        raise TypeError(f"node must be a condukt Node, got {node!r}")
+    node = node or current_node()
     if node is not None:
         return await _run_on(node, agent_class, prompt, options, run_kwargs)
     async with open_node() as temporary:
