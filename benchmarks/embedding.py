@@ -17,6 +17,8 @@ import datetime
 import gc
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 from agent_loop import OPTIONS, TwoTurns
@@ -25,48 +27,43 @@ import condukt
 import condukt.asyncio as ca
 
 
-async def trio_side(n: int) -> tuple[float, float]:
-    async with condukt.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS)
-        for _ in range(20):
-            await agent.run("go")
+async def measure(node: Any, n: int, run_all: Callable[[list[Any]], Awaitable[None]]) -> tuple[float, float]:
+    """CPU per run on ``node`` (a trio node or a condukt.asyncio one): sequential, then ``n`` at once."""
+    agent = await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS)
+    for _ in range(20):
+        await agent.run("go")
+        await agent.clear()
+    gc.collect()
+    cpu = time.process_time()
+    for i in range(n):
+        await agent.run("go")
+        if i % 50 == 49:
             await agent.clear()
-        gc.collect()
-        cpu = time.process_time()
-        for i in range(n):
-            await agent.run("go")
-            if i % 50 == 49:
-                await agent.clear()
-        sequential = (time.process_time() - cpu) / n
-        agents = [await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS) for _ in range(n)]
-        gc.collect()
-        cpu = time.process_time()
+    sequential = (time.process_time() - cpu) / n
+    agents = [await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS) for _ in range(n)]
+    gc.collect()
+    cpu = time.process_time()
+    await run_all(agents)
+    concurrent = (time.process_time() - cpu) / n
+    return sequential, concurrent
+
+
+async def trio_side(n: int) -> tuple[float, float]:
+    async def run_all(agents: list[Any]) -> None:
         async with trio.open_nursery() as nursery:
             for each in agents:
                 nursery.start_soon(each.run, "go")
-        concurrent = (time.process_time() - cpu) / n
-    return sequential, concurrent
+
+    async with condukt.open_node() as node:
+        return await measure(node, n, run_all)
 
 
 async def asyncio_side(n: int) -> tuple[float, float]:
-    async with ca.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS)
-        for _ in range(20):
-            await agent.run("go")
-            await agent.clear()
-        gc.collect()
-        cpu = time.process_time()
-        for i in range(n):
-            await agent.run("go")
-            if i % 50 == 49:
-                await agent.clear()
-        sequential = (time.process_time() - cpu) / n
-        agents = [await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS) for _ in range(n)]
-        gc.collect()
-        cpu = time.process_time()
+    async def run_all(agents: list[Any]) -> None:
         await asyncio.gather(*(each.run("go") for each in agents))
-        concurrent = (time.process_time() - cpu) / n
-    return sequential, concurrent
+
+    async with ca.open_node() as node:
+        return await measure(node, n, run_all)
 
 
 def main() -> None:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import datetime
 import sys
-import time
 
 import trio
-from providers_openai import LATENCY, Noop, start_server
+from providers_openai import LATENCY, one_round, start_server
 
 import condukt
 
@@ -24,30 +23,8 @@ ROUNDS = 3
 
 
 async def makespan(node: condukt.Node, url: str, n: int, options: dict[str, object]) -> float:
-    agents = [
-        await node.spawn(
-            condukt.Agent,
-            model="openai:bench",
-            api_key="k",
-            base_url=url,
-            tools=[Noop],
-            model_options={"stream": False, **options},
-        )
-        for _ in range(n)
-    ]
-    results: list[str] = []
-
-    async def run(agent: condukt.AgentHandle) -> None:
-        results.append(await agent.run("go", timeout=120))
-
-    start = time.perf_counter()
-    async with trio.open_nursery() as nursery:
-        for agent in agents:
-            nursery.start_soon(run, agent)
-    took = time.perf_counter() - start
-    assert results == ["done"] * n, results[:3]
-    for agent in agents:
-        await agent.stop()
+    """Seconds for n runs at once (agents spawned first), with these provider-limit options."""
+    _, took = await one_round(node, url, n, False, options)
     return took
 
 

@@ -59,8 +59,13 @@ def start_server() -> tuple[subprocess.Popen[str], int]:
     return process, int(process.stdout.readline())
 
 
-async def one_round(node: condukt.Node, url: str, n: int, stream: bool) -> tuple[float, float]:
-    """Spawn n agents, then time their runs: (CPU seconds, makespan seconds)."""
+async def one_round(
+    node: condukt.Node, url: str, n: int, stream: bool, limits: dict[str, Any] | None = None
+) -> tuple[float, float]:
+    """Spawn n agents, then time their runs: (CPU seconds, makespan seconds).
+
+    ``limits``: the provider-limit model options (default: no concurrency limit).
+    """
     agents = [
         await node.spawn(
             condukt.Agent,
@@ -68,7 +73,7 @@ async def one_round(node: condukt.Node, url: str, n: int, stream: bool) -> tuple
             api_key="k",
             base_url=url,
             tools=[Noop],
-            model_options={"stream": stream, "max_concurrency": None},
+            model_options={"stream": stream, **({"max_concurrency": None} if limits is None else limits)},
         )
         for _ in range(n)
     ]

@@ -148,8 +148,8 @@ def test_cancelling_the_task_never_leaks_trio_cancelled() -> None:
 @pytest.fixture
 def uvicorn_app() -> Iterator[str]:
     """A Starlette app on uvicorn (127.0.0.1), whose lifespan opens a condukt node; its URL."""
-    uvicorn = pytest.importorskip("uvicorn")
-    starlette_apps = pytest.importorskip("starlette.applications")
+    import uvicorn  # in the test extra: a missing one is an error, not a skip
+    from starlette import applications as starlette_apps
     from starlette.requests import Request
     from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route

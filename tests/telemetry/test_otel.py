@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK (test extra) is not installed")
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
