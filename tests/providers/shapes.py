@@ -12,7 +12,16 @@ import copy
 import json
 from typing import Any
 
-from condukt.testing.server import Reply, ToolUse, anthropic_body, anthropic_frames, openai_body, openai_frames
+from condukt.testing.server import (
+    Reply,
+    ToolUse,
+    anthropic_body,
+    anthropic_frames,
+    gemini_body,
+    gemini_frames,
+    openai_body,
+    openai_frames,
+)
 
 Path = tuple[Any, ...]
 
@@ -68,6 +77,15 @@ def openai_template(streamed: bool) -> list[tuple[str, Any]]:
         data = frame.decode().removeprefix("data: ").strip()
         out.append(("", data if data == "[DONE]" else json.loads(data)))
     return out
+
+
+def gemini_template(streamed: bool) -> list[tuple[str, Any]]:
+    """As :func:`anthropic_template`, for Gemini's ``generateContent`` (usage with cached and thought tokens)."""
+    if not streamed:
+        body = gemini_body(FULL, "gemini-test")
+        body["usageMetadata"].update(cachedContentTokenCount=2, thoughtsTokenCount=3)
+        return [("", body)]
+    return [("", json.loads(frame.decode().removeprefix("data: "))) for frame in gemini_frames(FULL, "gemini-test")]
 
 
 def paths(value: Any, prefix: Path = ()) -> list[Path]:

@@ -1,6 +1,7 @@
 """Model providers: the :class:`Model` interface, the registry, and one module per wire protocol.
 
-Importing this package registers ``anthropic:`` (:mod:`.anthropic`) and
+Importing this package registers ``anthropic:`` (:mod:`.anthropic`),
+``gemini:`` (:mod:`.gemini`) and
 ``openai:``, ``ollama:``, ``openrouter:``, ``groq:``, ``together:``,
 ``vllm:`` (:mod:`.openai`), so ``resolve_model("anthropic:claude-sonnet-4-5")``
 works. All of them send through the node's shared ``httpx.AsyncClient``
@@ -39,6 +40,7 @@ from ._model import (
 from ._registry import ModelFactory, UnknownProvider, register_provider, registered_providers, resolve_model
 from ._retry import RETRY_STATUSES, RetryPolicy
 from .anthropic import AnthropicModel
+from .gemini import GeminiModel
 from .openai import OpenAIModel, OpenAIPreset
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "Emit",
     "EmptyPrompt",
     "Fallback",
+    "GeminiModel",
     "HttpSettings",
     "InvalidRequest",
     "InvalidResponse",
