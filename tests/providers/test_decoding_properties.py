@@ -33,7 +33,14 @@ from condukt.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from condukt.providers import AnthropicModel, GeminiModel, ModelRequest, OpenAIModel, ProviderError
+from condukt.providers import (
+    AnthropicModel,
+    GeminiModel,
+    ModelRequest,
+    OpenAIModel,
+    OpenAIResponsesModel,
+    ProviderError,
+)
 from condukt.providers.lowlevel import HttpModel
 
 from . import shapes
@@ -54,7 +61,10 @@ WORDS = [
     "rate_limit_exceeded", "insufficient_quota", "stop", "length", "tool_calls", "content_filter", "refusal",
     "pause_turn", "end_turn", "max_tokens", "[DONE]", "function", "", "429", "503", "candidates", "content",
     "parts", "functionCall", "thought", "thoughtSignature", "inlineData", "finishReason", "STOP", "SAFETY",
-    "MAX_TOKENS", "promptFeedback", "blockReason", "RESOURCE_EXHAUSTED", "UNAVAILABLE",
+    "MAX_TOKENS", "promptFeedback", "blockReason", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "response.completed",
+    "response.incomplete", "response.failed", "response.output_item.done", "response.output_text.delta",
+    "response.reasoning_summary_text.delta", "message", "function_call", "reasoning", "output_text", "completed",
+    "incomplete", "failed", "max_output_tokens",
 ]  # fmt: skip
 RAW = [
     "1e999", "-1e999", "Infinity", "-Infinity", "NaN", "9" * 5000, "-0", "1.5", "12.0", '"abc"', '"\\ud800"',
@@ -91,12 +101,19 @@ def model(protocol: str) -> HttpModel:
         return AnthropicModel("claude-test", api_key="k", base_url="http://127.0.0.1:9", stream=True)
     if protocol == "gemini":
         return GeminiModel("gemini-test", api_key="k", base_url="http://127.0.0.1:9", stream=True)
+    if protocol == "openai-responses":
+        return OpenAIResponsesModel("gpt-test", api_key="k", base_url="http://127.0.0.1:9/v1", stream=True)
     return OpenAIModel("gpt-test", api_key="k", base_url="http://127.0.0.1:9/v1", stream=True)
 
 
-PROTOCOLS = ("anthropic", "openai", "gemini")
+PROTOCOLS = ("anthropic", "openai", "gemini", "openai-responses")
 MODELS = {protocol: model(protocol) for protocol in PROTOCOLS}
-_TEMPLATE = {"anthropic": shapes.anthropic_template, "openai": shapes.openai_template, "gemini": shapes.gemini_template}
+_TEMPLATE = {
+    "anthropic": shapes.anthropic_template,
+    "openai": shapes.openai_template,
+    "gemini": shapes.gemini_template,
+    "openai-responses": shapes.responses_template,
+}
 TEMPLATES = {(protocol, streamed): _TEMPLATE[protocol](streamed) for protocol in PROTOCOLS for streamed in (False, True)}
 
 

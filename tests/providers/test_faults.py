@@ -27,7 +27,7 @@ from .helpers import ALL_PROTOCOLS, API_KEY, collect, spawn
 both = pytest.mark.parametrize("protocol", ALL_PROTOCOLS)
 # Frames before the first text delta (anthropic: message_start, ping, block start; openai: role chunk;
 # gemini: none, each frame is a response with the next parts).
-BEFORE_TEXT = {"anthropic": 3, "openai": 1, "gemini": 0}
+BEFORE_TEXT = {"anthropic": 3, "openai": 1, "gemini": 0, "openai-responses": 2}
 
 
 @both
@@ -123,7 +123,7 @@ async def test_a_stream_cut_before_any_content_is_retried(node: condukt.Node, se
 
 @both
 async def test_an_sse_error_event_before_content_is_retried(node: condukt.Node, server: ProtocolServer, protocol: str) -> None:
-    error_type = {"anthropic": "overloaded_error", "openai": "server_error", "gemini": "UNAVAILABLE"}[protocol]
+    error_type = {"anthropic": "overloaded_error", "openai": "server_error", "gemini": "UNAVAILABLE", "openai-responses": "server_error"}[protocol]
     after = min(1, BEFORE_TEXT[protocol])
     server.add(Fault(reply("x"), after=after, kind="error", error_type=error_type, message="Overloaded"), reply("ok"))
     agent = await spawn(node, server, protocol)

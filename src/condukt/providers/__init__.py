@@ -1,8 +1,8 @@
 """Model providers: the :class:`Model` interface, the registry, and one module per wire protocol.
 
 Importing this package registers ``anthropic:`` (:mod:`.anthropic`),
-``gemini:`` (:mod:`.gemini`) and
-``openai:``, ``ollama:``, ``openrouter:``, ``groq:``, ``together:``,
+``gemini:`` (:mod:`.gemini`), ``openai-responses:`` (:mod:`.openai_responses`)
+and ``openai:``, ``ollama:``, ``openrouter:``, ``groq:``, ``together:``,
 ``vllm:`` (:mod:`.openai`), so ``resolve_model("anthropic:claude-sonnet-4-5")``
 works. All of them send through the node's shared ``httpx.AsyncClient``
 (:func:`configure_http`) under node-wide :class:`ProviderLimits`, retry per
@@ -42,6 +42,7 @@ from ._retry import RETRY_STATUSES, RetryPolicy
 from .anthropic import AnthropicModel
 from .gemini import GeminiModel
 from .openai import OpenAIModel, OpenAIPreset
+from .openai_responses import OpenAIResponsesModel
 
 __all__ = [
     "ADAPTIVE",
@@ -66,6 +67,7 @@ __all__ = [
     "ModelRequest",
     "OpenAIModel",
     "OpenAIPreset",
+    "OpenAIResponsesModel",
     "ProviderError",
     "ProviderLimits",
     "ProviderUnavailable",

@@ -8,8 +8,8 @@ condukt's own provider tests run on it.
 Real sockets on 127.0.0.1, h11 for HTTP. Each request takes the next step of
 ``server.script`` (or ``server.responder(request)`` once the script is
 empty) and renders it in the protocol of the path it came to
-(``.../v1/messages``, ``.../chat/completions`` or Gemini's
-``.../models/{model}:generateContent``), streamed as server-sent events
+(``.../v1/messages``, ``.../chat/completions``, OpenAI's ``.../responses``
+or Gemini's ``.../models/{model}:generateContent``), streamed as server-sent events
 when the body says ``"stream": true`` (Gemini: the path asks for
 ``:streamGenerateContent``). Responses are built from the
 providers' public API references (condukt's repository keeps
@@ -46,7 +46,8 @@ import trio
 __all__ = [
     "Disconnect", "Fault", "Malformed", "ProtocolServer", "Raw", "RecordedRequest", "Reply", "Slow", "Status",
     "ToolUse", "anthropic_body", "anthropic_error", "anthropic_frames", "gemini_body", "gemini_error",
-    "gemini_frames", "openai_body", "openai_error", "openai_frames", "reply", "tool_then_answer", "tool_use",
+    "gemini_frames", "openai_body", "openai_error", "openai_frames", "reply", "responses_body", "responses_frames",
+    "tool_then_answer", "tool_use",
 ]  # fmt: skip
 
 # ---------------------------------------------------------------------------- steps
@@ -174,8 +175,8 @@ class RecordedRequest:
 
     @property
     def messages(self) -> list[Any]:
-        """The body's ``messages`` (Gemini: its ``contents``)."""
-        key = "contents" if self.protocol == "gemini" else "messages"
+        """The body's ``messages`` (Gemini: its ``contents``; the Responses API: its ``input``)."""
+        key = {"gemini": "contents", "responses": "input"}.get(self.protocol, "messages")
         return list(self.body.get(key, [])) if isinstance(self.body, dict) else []
 
     @property
@@ -362,6 +363,108 @@ def openai_error(status: int, error_type: str | None, message: str) -> dict[str,
     }
 
 
+def _responses_output(step: Reply) -> list[dict[str, Any]]:
+    output: list[dict[str, Any]] = []
+    if step.thinking:
+        output.append(
+            {
+                "type": "reasoning",
+                "id": "rs_local",
+                "summary": [{"type": "summary_text", "text": step.thinking}],
+                "encrypted_content": step.signature,
+            }
+        )
+    if step.text:
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_local",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+            }
+        )
+    for call in step.tool_calls:
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{call.id}",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": json.dumps(call.arguments),
+                "status": "completed",
+            }
+        )
+    return output
+
+
+def responses_body(step: Reply, model: str) -> dict[str, Any]:
+    """An OpenAI Responses API ``response`` object."""
+    return {
+        "id": "resp_local",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "model": model,
+        "output": _responses_output(step),
+        "usage": {
+            "input_tokens": step.usage[0],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": step.usage[1],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": sum(step.usage),
+        },
+    }
+
+
+def responses_frames(step: Reply, model: str) -> list[bytes]:
+    """A Responses API event stream: created, each item added, its deltas and done, then completed."""
+    sequence = itertools.count()
+
+    def event(kind: str, **data: Any) -> bytes:
+        return _sse(kind, {"type": kind, "sequence_number": next(sequence), **data})
+
+    final = responses_body(step, model)
+    started = {**final, "status": "in_progress", "output": [], "usage": None}
+    frames = [event("response.created", response=started)]
+    for index, item in enumerate(final["output"]):
+        kind = item["type"]
+        empty = {**item, "summary": []} if kind == "reasoning" else {**item, "content": []} if kind == "message" else {
+            **item, "arguments": ""
+        }
+        frames.append(event("response.output_item.added", output_index=index, item=empty))
+        if kind == "reasoning":
+            for piece in _pieces(step.thinking, step.chunk):
+                frames.append(
+                    event("response.reasoning_summary_text.delta", item_id=item["id"], output_index=index,
+                          summary_index=0, delta=piece)
+                )  # fmt: skip
+        elif kind == "message":
+            for piece in _pieces(step.text, step.chunk):
+                frames.append(
+                    event("response.output_text.delta", item_id=item["id"], output_index=index, content_index=0,
+                          delta=piece)
+                )  # fmt: skip
+        else:
+            for piece in _pieces(item["arguments"], step.chunk):
+                frames.append(
+                    event("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
+                          delta=piece)
+                )  # fmt: skip
+        frames.append(event("response.output_item.done", output_index=index, item=item))
+    frames.append(event("response.completed", response=final))
+    return frames
+
+
+def responses_error(status: int, error_type: str | None, message: str) -> dict[str, Any]:
+    """A Responses API error body (``status`` 0: the data of an ``error`` event in a stream)."""
+    if status == 0:
+        return {"type": "error", "code": error_type or "server_error", "message": message, "param": None}
+    return openai_error(status, error_type, message)
+
+
 #: Gemini's ``status`` name for each HTTP status.
 GEMINI_STATUSES = {
     400: "INVALID_ARGUMENT",
@@ -445,6 +548,13 @@ def _last_is_tool_result(request: RecordedRequest) -> bool:
     if request.protocol == "gemini":
         last = messages[-1] if messages else {}
         return any("functionResponse" in part for part in last.get("parts", []))
+    if request.protocol == "responses":
+        after = list(
+            itertools.takewhile(
+                lambda m: m.get("type") != "function_call" and m.get("role") != "assistant", reversed(messages)
+            )
+        )
+        return any(m.get("type") == "function_call_output" for m in after)
     if request.protocol == "openai":
         # Tool messages (and a user message with their images) follow the last assistant message.
         after = list(itertools.takewhile(lambda m: m.get("role") != "assistant", reversed(messages)))
@@ -554,6 +664,8 @@ class ProtocolServer:
             protocol = "anthropic"
         elif route.endswith("/chat/completions"):
             protocol = "openai"
+        elif route.endswith("/responses"):
+            protocol = "responses"
         elif "/models/" in route and route.endswith((":generateContent", ":streamGenerateContent")):
             protocol = "gemini"
         else:
@@ -615,11 +727,15 @@ class ProtocolServer:
         if not request.streaming:
             if protocol == "gemini":
                 body = gemini_body(answer, model, ids=ids)
+            elif protocol == "responses":
+                body = responses_body(answer, model)
             else:
                 body = anthropic_body(answer, model) if anthropic else openai_body(answer, model)
             return await self._send_body(conn, stream, 200, _dumps(body))
         if protocol == "gemini":
             frames = gemini_frames(answer, model, ids=ids)
+        elif protocol == "responses":
+            frames = responses_frames(answer, model)
         else:
             frames = anthropic_frames(answer, model) if anthropic else openai_frames(answer, model)
         await self._send(
@@ -640,9 +756,10 @@ class ProtocolServer:
                 await self._wait_for_close(stream, request)
                 return False
             if fault.kind == "error":
-                errors = {"anthropic": anthropic_error, "gemini": gemini_error}.get(protocol, openai_error)
-                error = errors(0, fault.error_type, fault.message)
-                frame = _sse("error", error) if anthropic else b"data: " + _dumps(error) + b"\n\n"
+                in_stream = {"anthropic": anthropic_error, "gemini": gemini_error, "responses": responses_error}
+                error = in_stream.get(protocol, openai_error)(0, fault.error_type, fault.message)
+                named = protocol in ("anthropic", "responses")  # SSE events with an event name
+                frame = _sse("error", error) if named else b"data: " + _dumps(error) + b"\n\n"
                 await self._send(stream, conn.send(h11.Data(data=frame)))
                 frames = []
             elif fault.kind == "garbage":
