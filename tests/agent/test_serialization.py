@@ -29,9 +29,11 @@ from condukt.events import (
 )
 from condukt.messages import (
     AssistantMessage,
+    Citation,
     ContentBlock,
     ImageBlock,
     Message,
+    ProviderBlock,
     TextBlock,
     ThinkingBlock,
     ToolCall,
@@ -48,7 +50,9 @@ IMAGE = ImageBlock.from_bytes(b"\x89PNG\r\n\x1a\nfake", "image/png")
 ASSISTANT = AssistantMessage(
     (
         ThinkingBlock("hmm", signature="sig=="),
-        TextBlock("Looking."),
+        ThinkingBlock("", signature="gemini-sig", provider="gemini"),
+        TextBlock("Looking.", (Citation("web_search_result_location", "the quote", "https://example.com/a", "A page"),)),
+        ProviderBlock("anthropic", "server_tool_use", '{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"q"}}'),
         ToolCall("c1", "read", {"path": "a.txt", "nested": {"list": [1, 2.5, None, True]}}),
         ToolCall("c2", "read", "{not json"),
     ),
@@ -110,7 +114,7 @@ def test_content_blocks_round_trip(block: Any) -> None:
 def test_json_is_tagged_with_a_type_field() -> None:
     data = json.loads(serialization.dumps(ASSISTANT, Message))
     assert data["type"] == "assistant"
-    assert [b["type"] for b in data["content"]] == ["thinking", "text", "tool_call", "tool_call"]
+    assert [b["type"] for b in data["content"]] == ["thinking", "thinking", "text", "provider", "tool_call", "tool_call"]
     assert json.loads(serialization.dumps(TurnEnd(1, ASSISTANT), Event))["type"] == "turn_end"
     assert json.loads(serialization.dumps(MESSAGES[2], Message))["type"] == "tool_result"
     assert json.loads(serialization.dumps(IMAGE, ContentBlock))["type"] == "image"

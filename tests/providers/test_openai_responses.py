@@ -15,7 +15,7 @@ import pytest
 
 import condukt
 from condukt.events import TextDelta, ThinkingDelta, ToolCallStart
-from condukt.messages import AssistantMessage, StopReason, ThinkingBlock, Usage
+from condukt.messages import AssistantMessage, Citation, StopReason, ThinkingBlock, Usage
 from condukt.providers import MissingApiKey, ModelRefused, ProviderUnavailable
 from condukt.testing.server import ProtocolServer, Raw, reply, tool_use
 
@@ -173,3 +173,12 @@ async def test_the_key_is_openais(node: condukt.Node, server: ProtocolServer, mo
     monkeypatch.setenv("OPENAI_API_KEY", "from-env")
     model = condukt.providers.resolve_model("openai-responses:gpt-4.1", node=node)
     assert model.base_url == "https://api.openai.com/v1"  # type: ignore[attr-defined]
+
+
+async def test_url_citations_are_kept(node: condukt.Node, server: ProtocolServer) -> None:
+    annotation = {"type": "url_citation", "start_index": 0, "end_index": 4, "url": "https://trio.readthedocs.io", "title": "Trio"}
+    server.add(response([{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Trio is async.", "annotations": [annotation]}]}]))
+    agent = await spawn(node, server, PROTOCOL, stream=False)
+    assert await agent.run("What is trio?") == "Trio is async."
+    [_, answer] = await agent.history()
+    assert answer.content[0].citations == (Citation("url_citation", None, "https://trio.readthedocs.io", "Trio"),)  # type: ignore[union-attr]

@@ -31,6 +31,8 @@ The wire format, from the public API reference:
   ``response.reasoning_summary_text.delta``, ``response.output_item.done``,
   ``response.completed``...); the message is built from the final response,
   or from the finished items when a server leaves its output out.
+- ``output_text`` annotations (``url_citation``...) become the text block's
+  :class:`~condukt.messages.Citation` s.
 - Usage: ``input_tokens`` less ``input_tokens_details.cached_tokens`` is input,
   ``output_tokens`` (reasoning included) output, cached tokens cache reads.
 """
@@ -44,6 +46,7 @@ from typing import Any
 from ..events import Event, TextDelta, ThinkingDelta
 from ..messages import (
     AssistantMessage,
+    Citation,
     ContentBlock,
     ImageBlock,
     StopReason,
@@ -124,6 +127,17 @@ def _usage(data: dict[str, Any], where: str) -> Usage:
     return Usage(max(0, count(data, "input_tokens", where) - cached), count(data, "output_tokens", where), cached, 0)
 
 
+def _citation(item: Any, where: str) -> Citation:
+    """An ``output_text`` annotation (``url_citation``, ``file_citation``...) as a :class:`Citation`."""
+    data = obj(item, where)
+    return Citation(
+        text(data, "type", where) or "annotation",
+        None,
+        opt_text(data, "url", where),
+        opt_text(data, "title", where) or opt_text(data, "filename", where),
+    )
+
+
 def _item(item: Any, where: str, blocks: list[ContentBlock]) -> bool:
     """Add one output item's blocks; ``True`` for a refusal."""
     data = obj(item, where)
@@ -135,7 +149,11 @@ def _item(item: Any, where: str, blocks: list[ContentBlock]) -> bool:
             content = obj(part, part_where)
             part_kind = text(content, "type", part_where)
             if part_kind == "output_text":
-                blocks.append(TextBlock(text(content, "text", part_where)))
+                citations = tuple(
+                    _citation(annotation, f"{part_where}.annotations[{j}]")
+                    for j, annotation in enumerate(array(content, "annotations", part_where))
+                )
+                blocks.append(TextBlock(text(content, "text", part_where), citations))
             elif part_kind == "refusal":
                 blocks.append(TextBlock(text(content, "refusal", part_where)))
                 refused = True
