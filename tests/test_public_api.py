@@ -42,7 +42,7 @@ SUBPACKAGES = {
     },
     "condukt.tools": {
         "AGENT_DEFAULT", "DEFAULT_SANDBOX", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Isolate", "Read", "Tool",
-        "ToolContext", "ToolError", "Write", "coding_tools", "read_only_tools", "render_result",
+        "ToolContext", "ToolError", "ToolSet", "ToolSource", "ToolSourceContext", "Write", "coding_tools", "read_only_tools", "render_result",
         "resolve_tools", "tool",
     },
     "condukt.schema": {"Schema", "is_structured_type", "schema_for"},

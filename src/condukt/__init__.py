@@ -167,6 +167,10 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "mcp":  # an optional extra: imported on first use, so `condukt.mcp.stdio(...)` works after `import condukt`
+        import importlib
+
+        return importlib.import_module("condukt.mcp")
     # A deprecation path for the names that moved to their subpackages.
     module = _MOVED.get(name)
     if module is None:
