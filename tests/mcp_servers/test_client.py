@@ -48,19 +48,25 @@ async def test_an_agent_calls_a_server_tool_and_the_model_sees_the_result(server
     assert listed["add"].description == "Add two numbers."
 
 
-async def test_a_prefix_renames_the_tools_and_agents_share_one_connection(server_script: list[str]) -> None:
+async def test_a_prefix_renames_the_tools_and_equal_definitions_share_one_connection(server_script: list[str]) -> None:
     plain = ScriptedModel([call("pid", {}), reply("ok")])
+    own = ScriptedModel([call("pid", {}), reply("ok")])
     prefixed = ScriptedModel([call("demo_pid", {}), call("demo_add", {"a": 1, "b": 1}), reply("ok")])
     async with condukt.open_node() as node:
         first = await node.spawn(condukt.Agent, model=plain, tools=[condukt.mcp.stdio(*server_script)])
         second = await node.spawn(
             condukt.Agent, model=prefixed, tools=[condukt.mcp.stdio(*server_script, prefix="demo")]
         )
+        alone = await node.spawn(
+            condukt.Agent, model=own, tools=[condukt.mcp.stdio(*server_script, shared=False)]
+        )
         await first.run("pid?")
         await second.run("pid?")
+        await alone.run("pid?")
     assert "demo_add" in _tool_names(prefixed, 0) and "add" not in _tool_names(prefixed, 0)
     assert _results(prefixed)[0] == _results(plain)[0]  # one server process for both agents
     assert _results(prefixed)[1] == "2"
+    assert _results(own)[0] != _results(plain)[0]  # shared=False: a connection of its own
 
 
 async def test_a_slow_call_times_out_into_an_error_result_and_the_server_is_told(

@@ -136,3 +136,32 @@ async def test_the_client_reaches_a_served_condukt_over_http(tmp_path: Path) -> 
             assert await agent.run("3*5?") == "fifteen"
         nursery.cancel_scope.cancel()
     assert model.requests[-1].messages[-1].text == "15"
+
+
+async def test_the_client_speaks_sse_to_an_sdk_server() -> None:
+    """condukt.mcp.sse against the SDK's own MCPServer (HTTP+SSE transport), served in-process on trio."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve as hypercorn_serve
+    from mcp.server.mcpserver import MCPServer
+
+    from condukt.testing import ScriptedModel, call, reply
+
+    sdk = MCPServer("sse-demo")
+
+    @sdk.tool()
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = config.errorlog = None
+    model = ScriptedModel([call("sse_add", {"a": 2, "b": 3}), reply("five")])
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(lambda task_status: hypercorn_serve(sdk.sse_app(), config, task_status=task_status))
+        async with condukt.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.mcp.sse(f"{binds[0]}/sse", prefix="sse")])
+            with trio.fail_after(20):
+                assert await agent.run("2+3") == "five"
+        nursery.cancel_scope.cancel()
+    assert model.requests[-1].messages[-1].text == "5"
