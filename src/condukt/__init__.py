@@ -167,7 +167,8 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "mcp":  # an optional extra: imported on first use, so `condukt.mcp.stdio(...)` works after `import condukt`
+    # An optional extra, imported on first use: `condukt.mcp.stdio(...)` works after `import condukt`.
+    if name == "mcp":
         import importlib
 
         return importlib.import_module("condukt.mcp")

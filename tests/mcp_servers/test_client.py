@@ -57,9 +57,7 @@ async def test_a_prefix_renames_the_tools_and_equal_definitions_share_one_connec
         second = await node.spawn(
             condukt.Agent, model=prefixed, tools=[condukt.mcp.stdio(*server_script, prefix="demo")]
         )
-        alone = await node.spawn(
-            condukt.Agent, model=own, tools=[condukt.mcp.stdio(*server_script, shared=False)]
-        )
+        alone = await node.spawn(condukt.Agent, model=own, tools=[condukt.mcp.stdio(*server_script, shared=False)])
         await first.run("pid?")
         await second.run("pid?")
         await alone.run("pid?")

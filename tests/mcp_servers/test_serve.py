@@ -112,7 +112,9 @@ async def test_serve_over_stdio_answers_the_sdk_client(tmp_path: Path) -> None:
 async def test_serve_over_http_answers_the_sdk_client(tmp_path: Path) -> None:
     items = _load(tmp_path)["ITEMS"]
     async with trio.open_nursery() as nursery:
-        url = await nursery.start(lambda task_status: condukt.mcp.serve(items, transport="http", port=0, task_status=task_status))
+        url = await nursery.start(
+            lambda task_status: condukt.mcp.serve(items, transport="http", port=0, task_status=task_status)
+        )
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
         with trio.fail_after(30):
             async with httpx2.AsyncClient() as client:
@@ -129,7 +131,9 @@ async def test_the_client_reaches_a_served_condukt_over_http(tmp_path: Path) -> 
     items = _load(tmp_path)["ITEMS"]
     model = ScriptedModel([call("multiply", {"a": 3, "b": 5}), reply("fifteen")])
     async with trio.open_nursery() as nursery:
-        url = await nursery.start(lambda task_status: condukt.mcp.serve(items, transport="http", port=0, task_status=task_status))
+        url = await nursery.start(
+            lambda task_status: condukt.mcp.serve(items, transport="http", port=0, task_status=task_status)
+        )
         async with condukt.open_node() as node:
             server = condukt.mcp.http(url, headers={"X-Token": condukt.secrets.static("t0ps3cret")})
             agent = await node.spawn(condukt.Agent, model=model, tools=[server])
@@ -160,7 +164,9 @@ async def test_the_client_speaks_sse_to_an_sdk_server() -> None:
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(lambda task_status: hypercorn_serve(sdk.sse_app(), config, task_status=task_status))
         async with condukt.open_node() as node:
-            agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.mcp.sse(f"{binds[0]}/sse", prefix="sse")])
+            agent = await node.spawn(
+                condukt.Agent, model=model, tools=[condukt.mcp.sse(f"{binds[0]}/sse", prefix="sse")]
+            )
             with trio.fail_after(20):
                 assert await agent.run("2+3") == "five"
         nursery.cancel_scope.cancel()

@@ -40,8 +40,8 @@ from ._scrubbing import Scrubbing
 from ._structured import SUBMIT_RESULT, StructuredOutput
 from ._subagents import Subagents
 from ._telemetry import Telemetry
-from ._tool_sources import ToolSources
 from ._tool_calls import describe
+from ._tool_sources import ToolSources
 
 if TYPE_CHECKING:
     from ._agent import Agent

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -176,19 +176,9 @@ class Channel:
             supervisor = self.supervisor
             if supervisor is None or not supervisor.alive:
                 raise ToolError(self.redact(f"{self.definition!r} is not running: {self._why()}"))
-            up = self.up
             async with trio.open_nursery() as race:
-
-                async def wait_up() -> None:
-                    await up.wait()
-                    race.cancel_scope.cancel()
-
-                async def wait_down() -> None:
-                    await supervisor.wait()
-                    race.cancel_scope.cancel()
-
-                race.start_soon(wait_up)
-                race.start_soon(wait_down)
+                race.start_soon(_first, race, self.up.wait)
+                race.start_soon(_first, race, supervisor.wait)
 
     def _why(self) -> str:
         error = self.error
@@ -238,6 +228,11 @@ class Channel:
     def redact(self, text: str) -> str:
         """``text`` without the values of the definition's secret env and headers."""
         return self.secrets.redact(text)
+
+
+async def _first(race: trio.Nursery, wait: Callable[[], Awaitable[object]]) -> None:
+    await wait()
+    race.cancel_scope.cancel()
 
 
 def _label(name: str) -> str:
@@ -298,7 +293,8 @@ class Connection(Server):
             self.channel.changing()
             self.wake.set()
         elif isinstance(message, Exception):
-            logger.warning("MCP transport error from %r: %s", self.channel.definition, self.channel.redact(str(message)))
+            channel = self.channel
+            logger.warning("MCP transport error from %r: %s", channel.definition, channel.redact(str(message)))
 
 
 class _Watched:
@@ -383,5 +379,3 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
-
-

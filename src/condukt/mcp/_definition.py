@@ -86,7 +86,11 @@ class McpServer(ToolSource):
     def __repr__(self) -> str:
         # Names only: env and header values may be secrets.
         where = " ".join(self.command) if self.transport == "stdio" else self.url
-        extra = [f"{label}={[name for name, _ in items]}" for label, items in (("env", self.env), ("headers", self.headers)) if items]
+        extra = [
+            f"{label}={[name for name, _ in items]}"
+            for label, items in (("env", self.env), ("headers", self.headers))
+            if items
+        ]
         if self.prefix:
             extra.append(f"prefix={self.prefix!r}")
         return f"<MCP {self.transport} server {where!r}{' ' + ' '.join(extra) if extra else ''}>"
@@ -192,5 +196,3 @@ def sse(url: str, *, headers: Mapping[str, Any] | None = None, prefix: str | Non
     return McpServer(
         "sse", url=_url(url), headers=_pairs(headers, "headers"), prefix=_check_prefix(prefix), **_options(options)
     )
-
-

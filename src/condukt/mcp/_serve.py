@@ -53,7 +53,8 @@ def _for_tool(tool: Tool) -> _Exposed:
         context = ToolContext(None, Path.cwd(), tool.opts)
         return render_result(await tool.call(args, context)), None
 
-    listing = types.Tool(name=definition.name, description=definition.description, input_schema=definition.parameters)
+    schema = dict(definition.parameters)
+    listing = types.Tool(name=definition.name, description=definition.description, input_schema=schema)
     return _Exposed(listing, run, tool.validate)
 
 
@@ -114,7 +115,7 @@ def _for_agent(agent: type[Agent] | AgentHandle, node: Node | None, options: Map
     prompt = Schema.of(_PROMPT_SCHEMA)
 
     def validate(args: dict[str, Any]) -> str | None:
-        return None if prompt.is_valid(args) else "expected {\"prompt\": \"...\"}"
+        return None if prompt.is_valid(args) else 'expected {"prompt": "..."}'
 
     listing = types.Tool(name=name, description=description, input_schema=_PROMPT_SCHEMA)
     return _Exposed(listing, run, validate)
@@ -139,8 +140,8 @@ def _exposed(items: Any, node: Node | None, options: Mapping[str, Any]) -> dict[
     return exposed
 
 
-def _content(blocks: Iterable[TextBlock | ImageBlock]) -> list[types.TextContent | types.ImageContent]:
-    content: list[types.TextContent | types.ImageContent] = []
+def _content(blocks: Iterable[TextBlock | ImageBlock]) -> list[types.ContentBlock]:
+    content: list[types.ContentBlock] = []
     for block in blocks:
         if isinstance(block, TextBlock):
             content.append(types.TextContent(type="text", text=block.text))
@@ -269,7 +270,7 @@ async def serve(
     config.errorlog = None
 
     async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-        await hypercorn_serve(app, config, task_status=task_status)
+        await hypercorn_serve(app, config, task_status=task_status)  # type: ignore[arg-type]  # Starlette is an ASGI app
 
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(run)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -41,11 +40,11 @@ class McpTool(Tool):
         super().__init__()
         self.channel = channel
         self.remote_name = remote.name
-        self.name = tool_name(prefix, remote.name)  # type: ignore[misc]
-        self.description = remote.description or remote.title or remote.name  # type: ignore[misc]
+        self.name = tool_name(prefix, remote.name)
+        self.description = remote.description or remote.title or remote.name
         schema = dict(remote.input_schema)
         schema.setdefault("type", "object")
-        self.parameters = schema  # type: ignore[misc]
+        self.parameters = schema
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
         """Call the tool on the server. Cancelling it cancels the request (the server is told)."""
@@ -94,5 +93,3 @@ def render(result: types.CallToolResult, redact: Any = None) -> tuple[TextBlock 
     if redact is not None:
         blocks = [TextBlock(redact(b.text)) if isinstance(b, TextBlock) else b for b in blocks]
     return tuple(blocks)
-
-

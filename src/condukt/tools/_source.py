@@ -46,7 +46,7 @@ class ToolSet(abc.ABC):
         out (and logged).
         """
 
-    async def sync(self) -> None:
+    async def sync(self) -> None:  # noqa: B027  # optional: most sources have nothing to wait for
         """Wait until :meth:`tools` shows every change announced so far (the default: nothing to wait for).
 
         The agent awaits it after each turn, before its next model request,
@@ -55,7 +55,7 @@ class ToolSet(abc.ABC):
         the run, so an abort or the run's timeout cancels it.
         """
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027  # optional: most sources hold nothing
         """The agent is stopping: release what :meth:`ToolSource.open` took.
 
         Runs in the agent's ``terminate`` (within its shutdown budget);
