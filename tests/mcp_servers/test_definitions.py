@@ -1,0 +1,34 @@
+"""Bad server definitions fail where they are written, with a typed error; equal definitions are equal."""
+
+from __future__ import annotations
+
+import pytest
+
+import condukt
+import condukt.mcp
+
+
+def test_bad_definitions_raise_typed_errors() -> None:
+    with pytest.raises(TypeError, match="command"):
+        condukt.mcp.stdio("")
+    with pytest.raises(TypeError, match="arguments must be strings"):
+        condukt.mcp.stdio("python", 3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="env"):
+        condukt.mcp.stdio("python", env={"A": 1})
+    with pytest.raises(ValueError, match="http:// or https://"):
+        condukt.mcp.http("ftp://host/mcp")
+    with pytest.raises(TypeError, match="unknown option"):
+        condukt.mcp.sse("http://host/sse", retries=3)
+    with pytest.raises(TypeError, match="prefix"):
+        condukt.mcp.http("http://host/mcp", prefix="")
+
+
+def test_equal_definitions_are_equal_and_repr_shows_no_secret_values() -> None:
+    token = condukt.secrets.static("hunter2-token")
+    a = condukt.mcp.http("https://host/mcp", headers={"Authorization": token}, prefix="gh")
+    b = condukt.mcp.http("https://host/mcp", headers={"Authorization": token}, prefix="gh")
+    assert a == b and hash(a) == hash(b)
+    assert a.key() == condukt.mcp.http("https://host/mcp", headers={"Authorization": token}).key()
+    assert "hunter2" not in repr(a) and "Authorization" in repr(a)
+    literal = condukt.mcp.stdio("python", "s.py", env={"TOKEN": "plain-secret-value"})
+    assert "plain-secret-value" not in repr(literal)
