@@ -171,3 +171,30 @@ async def test_the_client_speaks_sse_to_an_sdk_server() -> None:
                 assert await agent.run("2+3") == "five"
         nursery.cancel_scope.cancel()
     assert model.requests[-1].messages[-1].text == "5"
+
+
+async def test_asgi_app_mounts_in_another_starlette_app(tmp_path: Path) -> None:
+    """The docs' recipe: mount asgi_app under a prefix and enter its lifespan from the outer app."""
+    from functools import partial
+
+    from hypercorn.config import Config
+    from hypercorn.trio import serve as hypercorn_serve
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    items = _load(tmp_path)["ITEMS"]
+    mcp_app = condukt.mcp.asgi_app(items)
+    app = Starlette(routes=[Mount("/tools", mcp_app)], lifespan=lambda _: mcp_app.router.lifespan_context(mcp_app))
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = config.errorlog = None
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(partial(hypercorn_serve, app, config))
+        with trio.fail_after(30):
+            async with httpx2.AsyncClient() as client:
+                async with streamable_http_client(f"{binds[0]}/tools/mcp", http_client=client) as (read, write):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        product = await session.call_tool("multiply", {"a": 2, "b": 21})
+                        assert product.content[0].text == "42"  # type: ignore[union-attr]
+        nursery.cancel_scope.cancel()

@@ -302,8 +302,8 @@ class _Watched:
 
     The session does not say when its transport ends, and that is how a
     stdio server's exit is seen (the connection then crashes and is
-    restarted). A wrapper rather than a relay task: no extra hop per message
-    (a relay cost ~10% of a call, measured with benchmarks/mcp.py).
+    restarted). A wrapper rather than a relay task between transport and
+    session (the first version): no extra task switch per message.
     """
 
     def __init__(self, stream: Any, on_end: Callable[[], None]) -> None:
