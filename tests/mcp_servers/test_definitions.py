@@ -32,3 +32,21 @@ def test_equal_definitions_are_equal_and_repr_shows_no_secret_values() -> None:
     assert "hunter2" not in repr(a) and "Authorization" in repr(a)
     literal = condukt.mcp.stdio("python", "s.py", env={"TOKEN": "plain-secret-value"})
     assert "plain-secret-value" not in repr(literal)
+
+
+def test_a_listing_s_odd_tools_are_left_out_and_names_are_made_safe() -> None:
+    import mcp_types as types
+
+    from condukt.mcp._connection import Channel
+
+    channel = Channel.__new__(Channel)
+    channel.definition = condukt.mcp.stdio("python", "s.py")
+    channel.listing = (
+        types.Tool(name="files.read", description="Read a file.", input_schema={"type": "object"}),
+        types.Tool(name="files_read", description="A clash once made safe.", input_schema={"type": "object"}),
+        types.Tool(name="broken", description="Not an object schema.", input_schema={"type": "string"}),
+    )
+    from condukt.mcp._definition import _usable
+
+    (tool,) = _usable(channel, "fs")
+    assert tool.name == "fs_files_read" and tool.remote_name == "files.read"  # type: ignore[attr-defined]

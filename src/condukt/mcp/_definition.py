@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Hashable, Mapping
 from pathlib import Path
@@ -14,6 +15,8 @@ from ._connection import Channel
 from ._tool import McpTool
 
 __all__ = ["McpServer", "http", "sse", "stdio"]
+
+logger = logging.getLogger("condukt.mcp")
 
 _NO_TOOLS: tuple[Tool, ...] = ()
 
@@ -112,7 +115,7 @@ class _Tools(ToolSet):
             return _NO_TOOLS
         if channel.version != self.version:
             self.version = channel.version
-            self.current = tuple(McpTool(channel, remote, self.prefix) for remote in channel.listing)
+            self.current = _usable(channel, self.prefix)
         return self.current
 
     async def sync(self) -> None:
@@ -122,6 +125,28 @@ class _Tools(ToolSet):
     async def aclose(self) -> None:
         """Leave the connection (the last agent to leave stops it). Cancellation: the stop is shielded."""
         await self.channel.release()
+
+
+def _usable(channel: Channel, prefix: str | None) -> tuple[Tool, ...]:
+    """The listing's tools as condukt tools; one whose schema is unusable, or whose name repeats, is left out (logged).
+
+    A server's odd tool must not take the agent down with it: the other tools stay usable.
+    """
+    tools: dict[str, Tool] = {}
+    for remote in channel.listing:
+        tool = McpTool(channel, remote, prefix)
+        try:
+            tool.check()
+        except (TypeError, ValueError) as exc:
+            logger.warning("%r: tool %r left out: %s", channel.definition, remote.name, exc)
+            continue
+        if tool.name in tools:
+            logger.warning(
+                "%r: tool %r left out: a tool is already named %r", channel.definition, remote.name, tool.name
+            )
+            continue
+        tools[tool.name] = tool
+    return tuple(tools.values())
 
 
 def _check_prefix(prefix: str | None) -> str | None:
