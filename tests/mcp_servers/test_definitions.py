@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import trio
 
 import condukt
 import condukt.mcp
@@ -50,3 +51,12 @@ def test_a_listing_s_odd_tools_are_left_out_and_names_are_made_safe() -> None:
 
     (tool,) = _usable(channel, "fs")
     assert tool.name == "fs_files_read" and tool.remote_name == "files.read"  # type: ignore[attr-defined]
+
+
+async def test_the_sdk_runs_on_anyio_s_trio_backend() -> None:
+    """What the SDK treats as cancellation is trio's: a tool timeout or an abort cancels its requests."""
+    import anyio
+
+    assert anyio.get_cancelled_exc_class() is trio.Cancelled
+    with trio.move_on_after(0.01):
+        await anyio.sleep(10)  # an anyio wait, cancelled by a trio scope

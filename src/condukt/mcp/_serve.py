@@ -260,8 +260,11 @@ async def serve(
         return
     if transport != "http":
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
-    from hypercorn.config import Config
-    from hypercorn.trio import serve as hypercorn_serve
+    try:
+        from hypercorn.config import Config
+        from hypercorn.trio import serve as hypercorn_serve
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("serving MCP over HTTP needs hypercorn: `pip install 'condukt[mcp]'`") from exc
 
     app = server.streamable_http_app(streamable_http_path=path, host=host)
     config = Config()
