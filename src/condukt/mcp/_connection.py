@@ -28,7 +28,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from ..otp import ChildSpec, ConduktError, Node, Server, SupervisorHandle
+from ..otp import CallError, ChildSpec, ConduktError, Node, NoProc, Server, SupervisorHandle
 from ..sandbox import Local
 from ..secrets import NO_SECRETS, Secrets, resolve_secrets
 from ..tools import ToolError
@@ -152,7 +152,8 @@ class Channel:
             del table[self.key]
         supervisor = self.supervisor
         if supervisor is not None and supervisor.alive:
-            with trio.CancelScope(shield=True):
+            # NoProc/CallError: it exited meanwhile (the node is closing, or it gave up): nothing to stop.
+            with trio.CancelScope(shield=True), contextlib.suppress(NoProc, CallError):
                 await supervisor.stop("shutdown", timeout=None)
 
     # ------------------------------------------------------------------ state
