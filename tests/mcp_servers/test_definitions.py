@@ -60,3 +60,35 @@ async def test_the_sdk_runs_on_anyio_s_trio_backend() -> None:
     assert anyio.get_cancelled_exc_class() is trio.Cancelled
     with trio.move_on_after(0.01):
         await anyio.sleep(10)  # an anyio wait, cancelled by a trio scope
+
+
+def test_results_map_to_condukt_content() -> None:
+    import base64
+
+    import mcp_types as types
+
+    from condukt.messages import ImageBlock, TextBlock
+
+    png = base64.b64encode(b"\x89PNG....").decode()
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="token=abcd-secret"),
+            types.ImageContent(type="image", data=png, mime_type="image/png"),
+            types.EmbeddedResource(
+                type="resource", resource=types.TextResourceContents(uri="file:///a.txt", text="hello")
+            ),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(uri="file:///b.pdf", blob="AAAA", mime_type="application/pdf"),
+            ),
+        ]
+    )
+    blocks = condukt.mcp.render(result, lambda text: text.replace("abcd-secret", "[REDACTED:T]"))
+    assert blocks == (
+        TextBlock("token=[REDACTED:T]"),
+        ImageBlock("image/png", png),
+        TextBlock("[resource file:///a.txt]\nhello"),
+        TextBlock("[resource file:///b.pdf: application/pdf, 3 bytes]"),
+    )
+    structured = types.CallToolResult(content=[], structured_content={"result": 5})
+    assert condukt.mcp.render(structured) == (TextBlock('{"result": 5}'),)
