@@ -42,7 +42,7 @@ SUBPACKAGES = {
     },
     "condukt.tools": {
         "AGENT_DEFAULT", "DEFAULT_SANDBOX", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Isolate", "Read", "Tool",
-        "ToolContext", "ToolError", "Write", "coding_tools", "read_only_tools", "render_result",
+        "ToolContext", "ToolError", "ToolSet", "ToolSource", "ToolSourceContext", "Write", "coding_tools", "read_only_tools", "render_result",
         "resolve_tools", "tool",
     },
     "condukt.schema": {"Schema", "is_structured_type", "schema_for"},
@@ -52,6 +52,10 @@ SUBPACKAGES = {
         "SandboxError", "redact_host_credentials",
     },
     "condukt.providers.lowlevel": {"HttpModel", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"},
+    "condukt.mcp": {
+        "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
+        "server_for", "sse", "stdio",
+    },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
 }  # fmt: skip
 
@@ -101,7 +105,7 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
 PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
-    "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server",
+    "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
 ]  # fmt: skip
 
 

@@ -25,7 +25,7 @@ from ..messages import AssistantMessage, ImageBlock, Message, TextBlock, ToolDef
 from ..otp import NO_REPLY, Caller, ExitReason
 from ..providers import Model, ModelRequest
 from ..secrets import NO_SECRETS, Secrets, resolve_secrets
-from ..tools import Tool, resolve_tools
+from ..tools import Tool, ToolSource, resolve_tools
 from ._capability import NO_HOOKS, Capability, Hooks
 from ._compaction import Compaction
 from ._config import AgentConfig
@@ -41,6 +41,7 @@ from ._structured import SUBMIT_RESULT, StructuredOutput
 from ._subagents import Subagents
 from ._telemetry import Telemetry
 from ._tool_calls import describe
+from ._tool_sources import ToolSources
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -121,25 +122,37 @@ class Session:
             builtin.append(Subagents(roles))
         if config.compactor is not None:
             builtin.append(Compaction(config.compactor))
+        tools = list(config.tools if config.tools is not None else agent.tools())
+        sources = [entry for entry in tools if isinstance(entry, ToolSource)]
+        if sources:
+            tools = [entry for entry in tools if not isinstance(entry, ToolSource)]
+            builtin.append(ToolSources(sources))
         extra = config.capabilities if config.capabilities is not None else agent.capabilities()
         for capability in extra:
             if not isinstance(capability, Capability):
                 raise TypeError(f"capabilities must be condukt.agent.Capability instances, got {capability!r}")
         self.capabilities = capabilities = [*builtin, *extra]
-        for capability in capabilities:
-            await capability.setup(self)
-        self.hooks = Hooks(capabilities) if capabilities else NO_HOOKS
-        self._set_scrub()
-        tools = list(config.tools if config.tools is not None else agent.tools())
-        for offer in self.hooks.tools:
-            tools.extend(offer(self))
-        resolved = resolve_tools(tools)
-        if any(tool.name == SUBMIT_RESULT for tool in resolved):
-            raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
-        self.tools = tuple(resolved)
-        self.tools_by_name = {tool.name: tool for tool in resolved}
-        self.tool_definitions = tuple(tool.definition() for tool in resolved)
-        self.model = self.config.resolved_model(self.node)
+        try:
+            for capability in capabilities:
+                await capability.setup(self)
+            self.hooks = Hooks(capabilities) if capabilities else NO_HOOKS
+            self._set_scrub()
+            for offer in self.hooks.tools:
+                tools.extend(offer(self))
+            resolved = resolve_tools(tools)
+            if any(tool.name == SUBMIT_RESULT for tool in resolved):
+                raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
+            self.tools = tuple(resolved)
+            self.tools_by_name = {tool.name: tool for tool in resolved}
+            self.tool_definitions = tuple(tool.definition() for tool in resolved)
+            self.model = self.config.resolved_model(self.node)
+        except BaseException:
+            # Tool sources hold connections (MCP servers): a failed start releases them.
+            for capability in builtin:
+                if isinstance(capability, ToolSources):
+                    with trio.CancelScope(shield=True):
+                        await capability.close()
+            raise
         self._event_hook = type(agent).handle_event is not _base_handle_event()
         if telemetry.enabled():
             Telemetry.agent_started(self)
