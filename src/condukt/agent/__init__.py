@@ -21,6 +21,7 @@ from ._errors import (
     UnknownApproval,
     UnknownOperation,
 )
+from ._guardrails import GuardrailTripped, InputGuardrail, OutputGuardrail
 from ._handle import STREAM_BUFFER, AgentHandle, EventStream
 from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
@@ -41,11 +42,14 @@ __all__ = [
     "Busy",
     "Capability",
     "EventStream",
+    "GuardrailTripped",
+    "InputGuardrail",
     "InvalidInput",
     "InvalidOutput",
     "NoResultSubmitted",
     "NotRunning",
     "Operation",
+    "OutputGuardrail",
     "Run",
     "RunResult",
     "RunTimeout",
