@@ -1,8 +1,11 @@
-"""Resuming a run after a restart: the turn it was in is finished from its checkpoint.
+"""Resuming a run after a restart, from its checkpoint in the session snapshot.
 
-The loop takes the restored history as it stands (the run's prompt and its
-completed turns) and does not ask the model again for the turn in flight:
-this capability answers that turn's calls instead. A call that had ended
+The loop takes the restored history as it stands: the run's prompt and its
+completed turns. The snapshot holds a turn in flight only when that turn
+waited for approvals (it was saved then); the loop does not ask the model
+again for it: :class:`Resumption` answers its calls instead. Otherwise the
+turn in flight was not saved, and the resumed run asks the model again from
+the last completed turn (calls it makes again run again). A call that had ended
 keeps its result; a call that was still waiting for approval waits again
 (:mod:`._approvals`); a call that was running when the agent went down is
 **not re-issued** (it may have had its effect already, and tools are not
@@ -14,13 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage
+from ..providers import ModelRequest
 from ..sessions import RunCheckpoint
-from ._capability import Capability
+from ._capability import Capability, SendRequest
 
 if TYPE_CHECKING:
     from ._run import Run
 
-__all__ = ["INTERRUPTED", "Resumption"]
+__all__ = ["INTERRUPTED", "ResumeCheckpoints", "Resumption"]
 
 #: What the model is told about a call that was running when the agent went down.
 INTERRUPTED = (
@@ -52,3 +56,19 @@ class Resumption(Capability):
         """The restored turn is done: later turns run normally."""
         self.done = True
         return False
+
+
+class ResumeCheckpoints(Capability):
+    """With ``resume=True``: the run is checkpointed before its first request too.
+
+    Every completed turn is saved anyway; this adds one save per run, so a
+    run that goes down before its first turn completes still resumes (from
+    its prompt) instead of being lost.
+    """
+
+    async def wrap_model_request(self, run: Run, request: ModelRequest, send: SendRequest) -> AssistantMessage:
+        """Save the checkpoint before the run's first request."""
+        if run.turn == 1 and run.resumed is None:
+            for changed in run.hooks.history_changed:
+                await changed(run.session)
+        return await send(request)

@@ -49,7 +49,7 @@ from ._requests import (
     RunRequest,
     Steer,
 )
-from ._resume import Resumption
+from ._resume import ResumeCheckpoints, Resumption
 from ._run import Run, RunResult
 from ._scrubbing import Scrubbing
 from ._structured import SUBMIT_RESULT, StructuredOutput
@@ -167,6 +167,9 @@ class Session:
             self._approvals = Approvals(self, restored)
             capabilities.append(self._approvals)
             self.hooks = Hooks(capabilities)
+        if config.resume and config.session_store is not None:
+            capabilities.append(ResumeCheckpoints())
+            self.hooks = Hooks(capabilities)
         if restored is not None:
             self._lifecycle.submit(self._resumed_run(restored))
         if telemetry.enabled():
@@ -282,7 +285,9 @@ class Session:
         if run is None or lifecycle.state is not State.RUNNING or run.start < 0 or run.structured:
             return None
         results, approvals = self._approvals.checkpoint(run) if self._approvals is not None else ((), ())
-        return RunCheckpoint(run.id, run.start, run.turn, results, approvals)
+        messages = self.messages
+        turns = sum(1 for i in range(run.start + 1, len(messages)) if type(messages[i]) is AssistantMessage)
+        return RunCheckpoint(run.id, run.start, turns, results, approvals)
 
     def _follow_up_run(self, text: str) -> Run:
         """A run for a follow-up (or a late steer): nobody waits for its answer."""

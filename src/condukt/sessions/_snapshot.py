@@ -82,7 +82,8 @@ class RunCheckpoint:
     """The run in progress when a snapshot was saved; what a restarted agent resumes.
 
     ``prompt_index`` is the index of the run's prompt in the snapshot's
-    history and ``turn`` the model requests it had made. When the history
+    history and ``turn`` the number of its turns in that history (the one in
+    flight included). When the history
     ends with an assistant message that called tools (the turn in flight),
     ``results`` holds the results of those calls that had ended and
     ``approvals`` the calls still waiting for a decision.
