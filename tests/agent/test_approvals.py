@@ -292,3 +292,54 @@ async def test_a_pending_approval_survives_a_node_restart(tmp_path: Path) -> Non
         assert (result.status, result.value) == ("completed", "paid 3")
     assert ledger == [3]
     assert [m.text for m in model.requests[0].messages] == ["pay 3", "", "sent 3"]
+
+
+async def test_a_call_running_at_the_crash_is_reported_interrupted_not_run_again(tmp_path: Path) -> None:
+    started: list[str] = []
+
+    class Deploy(condukt.Tool):
+        name = "deploy"
+        description = "Deploys."
+        requires_approval = True
+
+        async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> str:
+            started.append(context.tool_call_id)
+            if len(started) == 1:
+                await trio.sleep_forever()  # still deploying when the agent dies
+            return "deployed"
+
+    model = ScriptedModel([[call("deploy", id="d1"), call("deploy", id="d2")], reply("one of two deployed")])
+    spec = condukt.ChildSpec(
+        "agent",
+        condukt.Agent,
+        kwargs={"model": model, "tools": [Deploy], "cwd": tmp_path, "session_store": DiskStore(), "id": "ops",
+                "load_project_instructions": False},
+        name="ops",
+    )
+    async with condukt.open_node() as node:
+        await node.start_supervisor([spec])
+        first = node.whereis("ops", condukt.AgentHandle)
+        assert first is not None
+        await first.follow_up("deploy twice")
+        await wait_pending(first, 2)
+        await first.approve("d1")
+        with trio.fail_after(5):
+            while not started:
+                await trio.sleep(0.01)
+        first.kill()
+        with trio.fail_after(5):
+            while node.whereis("ops") in (None, first):
+                await trio.sleep(0.01)
+        second = node.whereis("ops", condukt.AgentHandle)
+        assert second is not None
+        (pending,) = await wait_pending(second)
+        assert pending.call_id == "d2"
+        await second.approve("d2")
+        with trio.fail_after(5):
+            while (result := await second.last_result()) is None:
+                await trio.sleep(0.01)
+        assert result.value == "one of two deployed"
+    assert started == ["d1", "d2"]  # d1 was not re-issued
+    d1, d2 = [m for m in model.requests[-1].messages if isinstance(m, ToolResultMessage)]
+    assert d1.is_error and "interrupted" in d1.text
+    assert d2.text == "deployed"

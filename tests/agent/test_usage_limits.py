@@ -129,7 +129,7 @@ async def test_max_tool_calls_stops_before_the_calls_run() -> None:
         with pytest.raises(UsageLimitExceeded, match="max_tool_calls=3"):
             await agent.run("go")
         history = await agent.history()
-    assert ran == [0, 1]  # the second turn's two calls would have made four
+    assert sorted(ran) == [0, 1]  # the second turn's two calls would have made four
     assert [type(m).__name__ for m in history] == ["UserMessage", "AssistantMessage", "ToolResultMessage", "ToolResultMessage"]
 
 

@@ -141,7 +141,10 @@ class Capability:
         return value
 
     async def review_result(self, run: Run, value: Any) -> Any:
-        """The run's result after ``finish``, or a replacement; raise an AgentError to fail the run."""
+        """The run's result after ``finish``, or a replacement; raise an AgentError to fail the run.
+
+        Runs inside the run: an abort or the run's timeout cancels it.
+        """
         return value
 
     async def after_run(self, run: Run, failure: BaseException | None) -> None:

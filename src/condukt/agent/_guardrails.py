@@ -93,7 +93,10 @@ class InputGuardrail(Capability):
         self.concurrent = concurrent
 
     async def wrap_model_request(self, run: Run, request: ModelRequest, send: SendRequest) -> AssistantMessage:
-        """Around the run's first request: check the prompt meanwhile."""
+        """Around the run's first request: check the prompt meanwhile.
+
+        An abort or the run's timeout cancels both the check and the request.
+        """
         if run.turn != 1 or run.resumed is not None:
             return await send(request)
         session = run.session
@@ -157,7 +160,10 @@ class OutputGuardrail(Capability):
         self.name = _name_of(check, name)
 
     async def review_result(self, run: Run, value: Any) -> Any:
-        """The result as the check leaves it; a trip drops the answering turn first."""
+        """The result as the check leaves it; a trip drops the answering turn first.
+
+        An abort or the run's timeout cancels the check (the run ends aborted or timed out).
+        """
         session = run.session
         messages = session.messages
         last = len(messages) - 1

@@ -314,7 +314,8 @@ class AgentHandle(Handle):
         """Refuse the tool call ``call_id``: the tool never runs and the model gets ``reason`` as its result.
 
         ``reason`` is scrubbed like every text bound for the model. Raises
-        what :meth:`approve` raises.
+        what :meth:`approve` raises. Cancelling the caller withdraws the
+        decision if the agent had not read it yet.
         """
         check_str("call_id", call_id, optional=False)
         check_str("reason", reason, optional=False)
@@ -326,7 +327,7 @@ class AgentHandle(Handle):
         Each is a :class:`~condukt.sessions.PendingApproval` (call id, tool,
         scrubbed arguments, run id, request and expiry times). Answered at
         once, also during a run. Raises :class:`~condukt.CallTimeout` after
-        ``timeout``.
+        ``timeout``. Cancelling the caller only stops the wait.
         """
         result: tuple[PendingApproval, ...] = await self.call(
             GetApprovals(), timeout=check_seconds("timeout", timeout)
@@ -339,7 +340,8 @@ class AgentHandle(Handle):
         This is where the result of a run nobody waits for lands: a run
         resumed after a restart, a follow-up. Its events (``AgentEnd``,
         ``Done``) also reach node subscribers. The agent keeps only the
-        last one, in memory. Raises :class:`~condukt.CallTimeout` after ``timeout``.
+        last one, in memory. Raises :class:`~condukt.CallTimeout` after
+        ``timeout``. Cancelling the caller only stops the wait.
         """
         result: RunResult | None = await self.call(GetLastResult(), timeout=check_seconds("timeout", timeout))
         return result

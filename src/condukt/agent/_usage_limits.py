@@ -149,7 +149,10 @@ class UsageLimits(Capability):
                 raise UsageLimitExceeded(name, allowed, used[name], self.per)
 
     async def wrap_model_request(self, run: Run, request: ModelRequest, send: SendRequest) -> AssistantMessage:
-        """Refuse a request the budget cannot pay for; bound it by the time left; count the tool calls it asks for."""
+        """Refuse a request the budget cannot pay for; bound it by the time left; count the tool calls it asks for.
+
+        An abort or the run's timeout cancels the request as usual.
+        """
         used = self.used(run)
         if self.per == "agent":
             self._over(used)  # spent by earlier runs: not one more request
@@ -181,7 +184,7 @@ class UsageLimits(Capability):
         return False
 
     async def after_run(self, run: Run, failure: BaseException | None) -> None:
-        """Add what the run spent to the agent's sums (per="agent")."""
+        """Add what the run spent to the agent's sums (per="agent"). Never waits: nothing to cancel."""
         if self.per == "agent":
             self._usage = self._usage + run.usage
             self._requests += run.turn
