@@ -245,7 +245,7 @@ class Tool(abc.ABC):
         if rule is True or rule is False:
             return rule
         try:
-            return bool(rule(dict(args)))  # type: ignore[operator]
+            return bool(rule(dict(args)))
         except Exception:
             return True
 
