@@ -343,3 +343,33 @@ async def test_a_call_running_at_the_crash_is_reported_interrupted_not_run_again
     d1, d2 = [m for m in model.requests[-1].messages if isinstance(m, ToolResultMessage)]
     assert d1.is_error and "interrupted" in d1.text
     assert d2.text == "deployed"
+
+
+async def test_abort_ends_the_wait_and_nothing_stays_pending(tmp_path: Path) -> None:
+    ledger: list[int] = []
+    model = ScriptedModel([call("transfer", {"amount": 9}, id="c1")])
+    store = DiskStore()
+    async with condukt.open_node() as node:
+        agent = await node.spawn(
+            condukt.Agent, model=model, tools=[Transfer(ledger)], cwd=tmp_path, session_store=store, id="a",
+            load_project_instructions=False,
+        )
+        async with trio.open_nursery() as nursery:
+            failures: list[BaseException] = []
+
+            async def ask() -> None:
+                try:
+                    await agent.run("pay 9")
+                except condukt.Aborted as exc:
+                    failures.append(exc)
+
+            nursery.start_soon(ask)
+            await wait_pending(agent)
+            assert await agent.abort()
+        assert len(failures) == 1
+        assert await agent.pending_approvals() == ()
+        result = await agent.last_result()
+        assert result is not None and result.status == "aborted"
+    snapshot = await DiskStore().bind(tmp_path).load("a")
+    assert snapshot is None or snapshot.run is None  # nothing to resume after a restart
+    assert ledger == []
