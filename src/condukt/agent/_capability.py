@@ -66,7 +66,8 @@ class Capability:
     value)``                    raise an AgentError to fail the run.
     ``after_run(run, failure)`` the run ended (``failure`` None on success) and the history holds
                                 only completed turns; async, before ``Done``.
-    ``history_changed(session)`` after every turn, run, clear and compaction: persist it.
+    ``history_changed(session)`` after every turn, run, clear and compaction: persist it (also mid-turn
+                                while a call waits for approval; see ``session.checkpoint()``).
     ``scrub(text)``             text bound for the model, the history, events or telemetry:
                                 return it without what must not leave the agent.
     ``stop(session, reason)``   the agent is exiting (within its shutdown budget).

@@ -83,7 +83,9 @@ class Session:
     ``secrets`` (:class:`~condukt.secrets.Secrets`), ``scrub(text)`` (and
     ``scrubs``, whether it changes anything), ``secret_env``,
     ``created_at``; after setup also ``model``, ``tools`` and
-    ``tool_definitions``.
+    ``tool_definitions``; ``checkpoint()`` (the run in progress, as a
+    snapshot stores it), ``restored_run`` (the checkpoint to resume after a
+    restart) and ``last_result`` (how the last run ended).
     """
 
     def __init__(self, agent: Agent, config: AgentConfig) -> None:
