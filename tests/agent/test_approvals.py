@@ -373,3 +373,20 @@ async def test_abort_ends_the_wait_and_nothing_stays_pending(tmp_path: Path) -> 
     snapshot = await DiskStore().bind(tmp_path).load("a")
     assert snapshot is None or snapshot.run is None  # nothing to resume after a restart
     assert ledger == []
+
+
+def test_requires_approval_takes_a_bool_or_a_predicate() -> None:
+    ledger: list[int] = []
+    with pytest.raises(TypeError, match="requires_approval"):
+        Transfer(ledger, requires_approval="yes")
+    tool = Transfer(ledger, requires_approval=False, limit=3)
+    assert tool.opts == {"limit": 3}  # not an option the tool sees
+    assert not tool.needs_approval({"amount": 1})
+
+    class Method(Transfer):
+        def requires_approval(self, args: dict[str, Any]) -> bool:  # type: ignore[override]
+            return bool(args["amount"] > 10)
+
+    assert Method(ledger).needs_approval({"amount": 11}) and not Method(ledger).needs_approval({"amount": 1})
+    broken = Transfer(ledger, requires_approval=lambda args: args["missing"])
+    assert broken.needs_approval({"amount": 1})  # a predicate that fails asks
