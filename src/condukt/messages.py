@@ -60,11 +60,15 @@ class ThinkingBlock:
     ``redacted`` holds reasoning the provider encrypted instead of showing
     (Anthropic's ``redacted_thinking``; ``thinking`` is then empty): it is
     kept only to be sent back unchanged, as the provider requires.
+    ``provider`` names the protocol whose token ``signature`` is when it is
+    not Anthropic's (``"gemini"``: a thought signature, which may come with
+    no thinking text), so each protocol sends back only its own tokens.
     """
 
     thinking: str
     signature: str | None = None
     redacted: str | None = None
+    provider: str | None = None
 
 
 @attrs.frozen

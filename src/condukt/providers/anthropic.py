@@ -108,6 +108,8 @@ def _encode_message(message: Any) -> _Encoded:
             blocks.append({"type": "tool_use", "id": block.id, "name": block.name, "input": arguments})
         elif block_kind is ThinkingBlock:
             # Only Anthropic's own (signed or encrypted) thinking can be sent back.
+            if block.provider is not None:
+                continue
             if block.redacted:
                 blocks.append({"type": "redacted_thinking", "data": block.redacted})
             elif block.signature:
