@@ -35,9 +35,10 @@ TOP_LEVEL = {
 SUBPACKAGES = {
     "condukt.agent": {
         "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle",
-        "BoundOperation", "Busy", "Capability", "EventStream", "InvalidInput", "InvalidOutput",
-        "NoResultSubmitted", "NotRunning", "Operation", "Run", "RunTimeout", "Session", "Subagent",
-        "SubagentSupervisor", "UnknownOperation", "UsageLimitExceeded", "UsageLimits", "operation", "operations_of",
+        "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail", "InvalidInput",
+        "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunResult",
+        "RunTimeout", "Session", "Subagent", "SubagentSupervisor", "UnknownApproval", "UnknownOperation",
+        "UsageLimitExceeded", "UsageLimits", "operation", "operations_of",
         "run", "run_operation",
     },
     "condukt.tools": {

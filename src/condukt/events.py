@@ -12,6 +12,8 @@ __all__ = [
     "AgentEnd",
     "AgentEvent",
     "AgentStart",
+    "ApprovalDecided",
+    "ApprovalRequested",
     "Done",
     "Error",
     "Event",
@@ -78,6 +80,31 @@ class ToolCallEnd:
     result: str
     is_error: bool
     duration: float
+
+
+@attrs.frozen
+class ApprovalRequested:
+    """A tool call waits for a person: ``agent.approve(call_id)`` or ``agent.deny(call_id, reason)``.
+
+    ``arguments`` are scrubbed like every event (secret values and redactor
+    matches replaced). ``expires_at`` is the unix time the request is denied
+    at (``approval_timeout``), or None. See ``docs/approvals.md``.
+    """
+
+    call_id: str
+    tool: str
+    arguments: Any
+    expires_at: float | None = None
+
+
+@attrs.frozen
+class ApprovalDecided:
+    """A pending approval was decided: approved, denied (``reason`` goes to the model) or expired."""
+
+    call_id: str
+    tool: str
+    approved: bool
+    reason: str = ""
 
 
 @attrs.frozen
@@ -153,6 +180,8 @@ Event = Union[
     ThinkingDelta,
     ToolCallStart,
     ToolCallEnd,
+    ApprovalRequested,
+    ApprovalDecided,
     TurnEnd,
     Retry,
     MaxTurnsReached,

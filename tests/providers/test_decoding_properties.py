@@ -15,6 +15,7 @@ the dedicated run sets it higher, e.g. 10000 for 10,000 per protocol and mode::
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -26,6 +27,7 @@ from condukt import serialization
 from condukt.events import TextDelta, ThinkingDelta
 from condukt.messages import (
     AssistantMessage,
+    ProviderBlock,
     StopReason,
     TextBlock,
     ThinkingBlock,
@@ -132,6 +134,8 @@ def check_message(model: HttpModel, message: AssistantMessage) -> None:
             assert type(block.thinking) is str
             assert block.signature is None or type(block.signature) is str
             assert block.redacted is None or type(block.redacted) is str
+        elif type(block) is ProviderBlock:  # a server tool's block, kept as JSON to send back
+            assert type(block.kind) is str and block.kind and type(json.loads(block.data)) is dict
         else:
             assert type(block) is ToolCall
             assert type(block.id) is str and block.id and type(block.name) is str and block.name
