@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from ._child_spec import ChildSpec, start_process, validate_intensity, validate_supervisor
-from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
+from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle, Intensity
 from ._errors import ConduktError, NameTaken
 from ._process import Handle, MonitorRef, _add_monitor, _remove_monitor
 from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
@@ -251,8 +251,14 @@ class Node:
         max_restarts: int = 3,
         max_seconds: float = 5.0,
         name: Hashable | None = None,
+        intensity: Intensity = "supervisor",
     ) -> DynamicSupervisorHandle:
         """Start a :class:`DynamicSupervisor` under the root.
+
+        ``intensity="per_child"`` limits restarts per child instead of per
+        supervisor (see :class:`DynamicSupervisor`): for many independent
+        children, such as one agent per conversation, where some crashing
+        must not stop the others.
 
         Cancellation as for :meth:`start_supervisor`. Raises ``TypeError`` or
         ``ValueError`` for a bad ``max_children`` or intensity,
@@ -260,6 +266,8 @@ class Node:
         the node is not running.
         """
         validate_intensity(max_restarts, max_seconds)
+        if intensity not in ("supervisor", "per_child"):
+            raise ValueError(f"intensity must be 'supervisor' or 'per_child', got {intensity!r}")
         spec = ChildSpec(
             None,
             DynamicSupervisor,
@@ -267,6 +275,7 @@ class Node:
                 "max_children": max_children,
                 "max_restarts": max_restarts,
                 "max_seconds": max_seconds,
+                "intensity": intensity,
             },
             restart="temporary",
             name=name,
