@@ -46,7 +46,7 @@ SUBPACKAGES = {
         "resolve_tools", "tool",
     },
     "condukt.schema": {"Schema", "is_structured_type", "schema_for"},
-    "condukt.asyncio": {"Handle", "Node", "Stream", "open_node", "run"},
+    "condukt.asyncio": {"Handle", "Node", "Stream", "call", "open_node", "run"},
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
         "SandboxError", "redact_host_credentials",

@@ -41,6 +41,7 @@ written for both, not a trio library called from asyncio).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import weakref
@@ -53,8 +54,9 @@ import trio
 
 from . import agent as _agent_layer
 from . import otp
+from .otp import lowlevel as otp_lowlevel
 
-__all__ = ["Handle", "Node", "Stream", "open_node", "run"]
+__all__ = ["Handle", "Node", "Stream", "call", "current_node", "open_node", "run"]
 
 #: Events a stream holds for the asyncio side before the run waits for it to read.
 STREAM_BUFFER = 64
@@ -361,8 +363,9 @@ class _Raise:
 
 
 class _OpenNode:
-    def __init__(self, kwargs: dict[str, Any]) -> None:
+    def __init__(self, kwargs: dict[str, Any], default: bool) -> None:
         self._kwargs = kwargs
+        self._default = default
         self._guest: _Guest | None = None
         self._exit: asyncio.Future[None] | None = None
         self._closed: asyncio.Future[None] | None = None
@@ -377,11 +380,12 @@ class _OpenNode:
         async def hold() -> None:
             # The node lives in a trio task of its own until the asyncio block ends.
             async with otp.open_node(**self._kwargs) as node:
-                opened.set_result(node)
-                exit_now.add_done_callback(lambda _: guest.call_soon(exit_event.set))
-                if exit_now.done():
-                    exit_event.set()
-                await exit_event.wait()
+                with otp_lowlevel.run_default_node(node) if self._default else contextlib.nullcontext():
+                    opened.set_result(node)
+                    exit_now.add_done_callback(lambda _: guest.call_soon(exit_event.set))
+                    if exit_now.done():
+                        exit_event.set()
+                    await exit_event.wait()
 
         self._closed = asyncio.ensure_future(guest.call(hold))
         waiting: set[asyncio.Future[Any]] = {opened, self._closed}
@@ -403,24 +407,65 @@ class _OpenNode:
             await self._guest.release()
 
 
-def open_node(**kwargs: Any) -> _OpenNode:
+def open_node(*, default: bool = False, **kwargs: Any) -> _OpenNode:
     """``async with condukt.asyncio.open_node() as node``: a node on the running asyncio loop.
 
     Takes the options of :func:`condukt.open_node`. Leaving the block stops
     the node (its processes, then its HTTP client), as on trio. Cancelling
     the task inside the block cancels what it awaits, not the node.
+
+    ``default=True`` makes it the default node of this loop for the block:
+    :func:`run` (and trio code run through :func:`call`) without ``node=``
+    uses it, from any task. That is what an application's lifespan wants
+    (see :mod:`condukt.lifespan`).
     """
-    return _OpenNode(kwargs)
+    return _OpenNode(kwargs, default)
 
 
 async def run(*args: Any, **kwargs: Any) -> Any:
-    """:func:`condukt.run` from asyncio: a one-shot run on a temporary node.
+    """:func:`condukt.run` from asyncio: a one-shot run.
 
+    It runs on ``node=`` (a :class:`Node` of this module, or a trio node)
+    if given, else on the loop's default node (``open_node(default=True)``,
+    which :mod:`condukt.lifespan` opens), else on a temporary node.
     Cancelling the awaiting task aborts the run (its tool subprocesses are
     gone when the cancellation arrives) before ``CancelledError`` propagates.
     """
+    node = kwargs.get("node")
+    if isinstance(node, Node):
+        kwargs["node"] = node.inner
+    return await call(_agent_layer.run, *args, **kwargs)
+
+
+async def current_node() -> Node | None:
+    """The default node of this loop (``open_node(default=True)``, as :mod:`condukt.lifespan` opens), or ``None``.
+
+    Cancellation: cancelling the caller only stops the look-up.
+    """
     guest = await _Guest.acquire()
     try:
-        return await guest.call(_agent_layer.run, *args, **kwargs)
+        node = await guest.call(_current_trio_node)
+        return None if node is None else Node(guest, node)
+    finally:
+        await guest.release()
+
+
+async def _current_trio_node() -> otp.Node | None:
+    return otp.current_node()
+
+
+async def call(fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+    """Await the trio async function ``fn(*args, **kwargs)`` from asyncio; returns its result.
+
+    It runs in this loop's trio guest run (started if needed), so it may
+    use trio and condukt's trio API (inner nodes and handles:
+    :attr:`Node.inner`, :attr:`Handle.inner`). Cancellation crosses both
+    ways as for every call of this module: cancelling the awaiting task
+    cancels ``fn``, and the await returns once ``fn`` has ended; what
+    ``fn`` raises arrives as that exception (``trio.Cancelled`` never does).
+    """
+    guest = await _Guest.acquire()
+    try:
+        return await guest.call(fn, *args, **kwargs)
     finally:
         await guest.release()

@@ -29,11 +29,60 @@ logger = logging.getLogger("condukt.otp")
 CLOSE_CALLBACK_TIMEOUT = 5.0
 
 _current_node: ContextVar[Node | None] = ContextVar("condukt_node", default=None)
+#: Nodes made the default of their trio run (``lowlevel.run_default_node``), innermost last.
+_run_default_nodes: trio.lowlevel.RunVar[list[Node]] = trio.lowlevel.RunVar("condukt_run_default_nodes")
 
 
 def current_node() -> Node | None:
-    """The node of the innermost enclosing ``open_node`` block (or process), if any."""
-    return _current_node.get()
+    """The node of the innermost enclosing ``open_node`` block (or process), if any.
+
+    Outside any such block, inside a trio run: the node made the default of
+    that run (what an app's lifespan opened, see ``condukt.lifespan``), if
+    any. Never raises, also outside trio.
+    """
+    node = _current_node.get()
+    if node is not None:
+        return node
+    try:
+        defaults = _run_default_nodes.get()
+    except (LookupError, RuntimeError):  # none set, or not inside a trio run
+        return None
+    return defaults[-1] if defaults else None
+
+
+class run_default_node:  # noqa: N801 - a context manager named for what it does
+    """``with run_default_node(node):`` makes ``node`` the default of the current trio run for the block.
+
+    Meanwhile :func:`current_node` in *any* task of this run that is not
+    inside an ``open_node`` block (or a process) returns ``node``: request
+    handlers of a server whose lifespan opened the node run in tasks that
+    do not inherit the lifespan's context. Blocks nest (the innermost
+    wins; leaving one restores the previous default). Must be used inside
+    a trio run (``RuntimeError`` otherwise).
+    """
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node: Node) -> None:
+        if not isinstance(node, Node):
+            raise TypeError(f"expected a condukt Node, got {node!r}")
+        self._node = node
+
+    def __enter__(self) -> Node:
+        try:
+            defaults = _run_default_nodes.get()
+        except LookupError:
+            defaults = []
+            _run_default_nodes.set(defaults)
+        defaults.append(self._node)
+        return self._node
+
+    def __exit__(self, *exc: object) -> None:
+        defaults = _run_default_nodes.get()
+        for i in range(len(defaults) - 1, -1, -1):
+            if defaults[i] is self._node:
+                del defaults[i]
+                break
 
 
 class Monitor:
