@@ -19,11 +19,19 @@ from starlette.routing import Route
 
 from .. import __version__, events, serialization
 from .. import asyncio as condukt_asyncio
-from ..agent import Aborted, Busy, InvalidInput, InvalidOutput, NoResultSubmitted, NotRunning, RunTimeout
-from ..agent import BoundOperation
+from ..agent import (
+    Aborted,
+    BoundOperation,
+    Busy,
+    InvalidInput,
+    InvalidOutput,
+    NoResultSubmitted,
+    NotRunning,
+    RunTimeout,
+)
 from ..lifespan import open_app_node
 from ..messages import Message
-from ..otp import CallError, NoProc, Node, current_node
+from ..otp import CallError, Node, NoProc, current_node
 from ..providers import ModelError
 from ..schema import Schema
 from ._openapi import openapi
@@ -235,7 +243,8 @@ class Endpoint:
         name = request.path_params["name"]
         op = self.operations.get(name)
         if op is None:
-            raise HTTPError(404, "OperationNotFound", f"no operation {name!r} (known: {', '.join(sorted(self.operations))})")
+            known = ", ".join(sorted(self.operations))
+            raise HTTPError(404, "OperationNotFound", f"no operation {name!r} (known: {known})")
         body = await self.read_json(request)
         value: Any = body
         if op.input is not None:
@@ -275,7 +284,7 @@ def _too_large(limit: int) -> HTTPError:
 
 def _run_error(exc: Exception, session_id: str | None) -> HTTPError:
     """The answer for a run or operation that raised ``exc``."""
-    extra = {} if session_id is None else {"session": session_id}
+    extra: dict[str, Any] = {} if session_id is None else {"session": session_id}
     name = type(exc).__name__
     if isinstance(exc, Aborted):
         return HTTPError(409, name, str(exc) or "the run was aborted", **extra)

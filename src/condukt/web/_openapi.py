@@ -8,7 +8,8 @@ __all__ = ["SESSION_PATHS", "openapi"]
 
 
 def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    schema = {"$ref": "#/components/schemas/Error"}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -96,7 +97,9 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
                 },
                 "RunResponse": {
                     "type": "object",
-                    "properties": {"session": {"type": "string"}, "text": {"type": "string"}, "usage": {"type": "object"}},
+                    "properties": {
+                        "session": {"type": "string"}, "text": {"type": "string"}, "usage": {"type": "object"}
+                    },
                 },
                 "Error": {
                     "type": "object",
