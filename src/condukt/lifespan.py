@@ -30,12 +30,29 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import sniffio
+import trio
 
 from . import otp
 from .otp import lowlevel as otp_lowlevel
 
 __all__ = ["lifespan", "open_app_node", "while_serving"]
+
+
+def _library() -> str:
+    # Inside trio's guest run on asyncio, asyncio code is not in a trio task: this tells them apart.
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        pass
+    else:
+        return "trio"
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return "neither trio nor asyncio"
+    return "asyncio"
 
 
 @contextlib.asynccontextmanager
@@ -48,7 +65,7 @@ async def open_app_node() -> AsyncIterator[Any]:
     and its processes (each ``terminate`` runs), also when the block is
     cancelled. Raises ``RuntimeError`` outside trio and asyncio.
     """
-    library = sniffio.current_async_library()
+    library = _library()
     if library == "trio":
         async with otp.open_node() as node:
             with otp_lowlevel.run_default_node(node):
