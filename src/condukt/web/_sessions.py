@@ -50,6 +50,8 @@ class _Session:
     route: str
     name: tuple[str, int, str]
     last_used: float
+    #: The incarnation last seen; looked up again by name once it is dead (a restart).
+    handle: Any = None
 
 
 async def _maybe(value: Any) -> Any:
@@ -136,7 +138,7 @@ class Sessions:
             raise SessionsFull(str(exc)) from None
         finally:
             self._starting -= 1
-        self._table[session_id] = _Session(route.name, name, anyio.current_time())
+        self._table[session_id] = _Session(route.name, name, anyio.current_time(), handle)
         return session_id, handle
 
     async def get(self, session_id: str, route: str | None = None) -> Any:
@@ -148,6 +150,10 @@ class Sessions:
         session = self._table.get(session_id)
         if session is None or (route is not None and session.route != route):
             return None
+        if session.handle is not None and session.handle.alive:
+            # Reading ``alive`` needs no trip into trio on asyncio (whereis would).
+            session.last_used = anyio.current_time()
+            return session.handle
         handle = await _maybe(self._node.whereis(session.name))
         if handle is None:
             with anyio.move_on_after(RESTART_WAIT):
@@ -158,6 +164,7 @@ class Sessions:
             self._table.pop(session_id, None)
             return None
         session.last_used = anyio.current_time()
+        session.handle = handle
         return handle
 
     def touch(self, session_id: str) -> None:
