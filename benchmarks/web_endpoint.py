@@ -106,7 +106,7 @@ def bare_app(node: Any) -> Any:
 
 async def cpu_per_request(app: Any, n: int) -> float:
     session = None
-    for i in range(20):  # warm up
+    for _ in range(20):  # warm up
         status, body = await post(app, "/agents/a/runs", {"prompt": "go", "session": session})
         assert status == 200, body
         session = json.loads(body)["session"]
