@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import inspect
 import weakref
@@ -60,6 +61,9 @@ __all__ = ["Handle", "Node", "Stream", "call", "current_node", "open_node", "run
 
 #: Events a stream holds for the asyncio side before the run waits for it to read.
 STREAM_BUFFER = 64
+
+#: The node of the innermost enclosing ``open_node`` block of this asyncio task.
+_current: contextvars.ContextVar[Node | None] = contextvars.ContextVar("condukt_asyncio_node", default=None)
 
 
 class _Guest:
@@ -369,6 +373,7 @@ class _OpenNode:
         self._guest: _Guest | None = None
         self._exit: asyncio.Future[None] | None = None
         self._closed: asyncio.Future[None] | None = None
+        self._token: contextvars.Token[Node | None] | None = None
 
     async def __aenter__(self) -> Node:
         guest = self._guest = await _Guest.acquire()
@@ -391,7 +396,9 @@ class _OpenNode:
         waiting: set[asyncio.Future[Any]] = {opened, self._closed}
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if opened.done():
-            return Node(guest, opened.result())
+            proxy = Node(guest, opened.result())
+            self._token = _current.set(proxy)
+            return proxy
         await guest.release()
         self._closed.result()  # raises what opening raised
         raise RuntimeError("the node did not open")  # pragma: no cover
@@ -400,6 +407,9 @@ class _OpenNode:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         assert self._guest is not None and self._exit is not None and self._closed is not None
+        if self._token is not None:
+            with contextlib.suppress(ValueError):  # left in another context than entered: nothing to reset
+                _current.reset(self._token)
         self._exit.set_result(None)
         try:
             await self._closed
@@ -426,22 +436,28 @@ async def run(*args: Any, **kwargs: Any) -> Any:
     """:func:`condukt.run` from asyncio: a one-shot run.
 
     It runs on ``node=`` (a :class:`Node` of this module, or a trio node)
-    if given, else on the loop's default node (``open_node(default=True)``,
+    if given, else on the node of the enclosing ``open_node`` block of this
+    task, else on the loop's default node (``open_node(default=True)``,
     which :mod:`condukt.lifespan` opens), else on a temporary node.
     Cancelling the awaiting task aborts the run (its tool subprocesses are
     gone when the cancellation arrives) before ``CancelledError`` propagates.
     """
-    node = kwargs.get("node")
+    node = kwargs.get("node") or _current.get()
     if isinstance(node, Node):
         kwargs["node"] = node.inner
     return await call(_agent_layer.run, *args, **kwargs)
 
 
 async def current_node() -> Node | None:
-    """The default node of this loop (``open_node(default=True)``, as :mod:`condukt.lifespan` opens), or ``None``.
+    """The node of the enclosing ``open_node`` block of this task, else the loop's default node, else ``None``.
 
-    Cancellation: cancelling the caller only stops the look-up.
+    The loop's default node is the one opened with ``open_node(default=True)``
+    (as :mod:`condukt.lifespan` does). Cancellation: cancelling the caller
+    only stops the look-up.
     """
+    enclosing = _current.get()
+    if enclosing is not None:
+        return enclosing
     guest = await _Guest.acquire()
     try:
         node = await guest.call(_current_trio_node)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import socket
 import threading
 import time
@@ -211,3 +212,31 @@ def test_under_uvicorn_a_session_continues_and_streams(uvicorn_app: str) -> None
         assert second == {"session": first["session"], "text": "turn 2: again"}
         streamed = client.get("/stream").text
     assert "event: TextDelta" in streamed and streamed.rstrip().endswith("event: Done")
+
+
+def test_one_shots_default_to_the_enclosing_node_then_the_loops_default() -> None:
+    def where(seen: list[Any]) -> FunctionModel:
+        def answer(request: Any) -> Any:
+            seen.append(condukt.current_node())
+            return reply("ok")
+
+        return FunctionModel(answer)
+
+    async def main() -> None:
+        assert await ca.current_node() is None
+        async with ca.open_node() as node:
+            seen: list[Any] = []
+            await ca.run("q", model=where(seen))
+            assert seen == [node.inner] and await ca.current_node() is node
+        async with ca.open_node(default=True) as app_node:
+
+            async def elsewhere() -> list[Any]:  # a task that did not enter the block, as a request handler
+                seen: list[Any] = []
+                await ca.run("q", model=where(seen))
+                return seen
+
+            task = asyncio.get_running_loop().create_task(elsewhere(), context=contextvars.Context())
+            assert await task == [app_node.inner]
+        assert await ca.current_node() is None
+
+    asyncio.run(main())

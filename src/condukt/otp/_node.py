@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
-from contextvars import ContextVar, Token
+from contextvars import Token
 from types import TracebackType
 from typing import Any, overload
 
@@ -12,6 +12,7 @@ import attrs
 import trio
 
 from ._child_spec import ChildSpec, start_process, validate_intensity, validate_supervisor
+from ._current import current_node_var
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle, Intensity
 from ._errors import ConduktError, NameTaken
 from ._process import Handle, MonitorRef, _add_monitor, _remove_monitor
@@ -28,7 +29,7 @@ logger = logging.getLogger("condukt.otp")
 #: Seconds each :meth:`Node.on_close` callback may take.
 CLOSE_CALLBACK_TIMEOUT = 5.0
 
-_current_node: ContextVar[Node | None] = ContextVar("condukt_node", default=None)
+_current_node = current_node_var
 #: Nodes made the default of their trio run (``lowlevel.run_default_node``), innermost last.
 _run_default_nodes: trio.lowlevel.RunVar[list[Node]] = trio.lowlevel.RunVar("condukt_run_default_nodes")
 
