@@ -87,8 +87,10 @@ class Endpoint:
         async def guarded(request: Request) -> Response:
             try:
                 if expected is not None and not public:
-                    given = request.headers.get("authorization", "").encode("latin-1", "replace")
-                    if not hmac.compare_digest(given, expected):
+                    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+                    # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
+                    matches = hmac.compare_digest(given.strip().encode("utf-8", "replace"), expected)
+                    if scheme.lower() != "bearer" or not matches:
                         raise HTTPError(401, "Unauthorized", "a valid 'Authorization: Bearer <token>' header is needed",
                                         headers={"WWW-Authenticate": "Bearer"})
                 return await handler(request)
@@ -393,7 +395,7 @@ def create_app(
             max_restarts=max_restarts,
             max_seconds=max_seconds,
         ),
-        token=None if token is None else f"Bearer {token}".encode(),
+        token=None if token is None else token.encode(),
         max_body_size=max_body_size,
         run_timeout=run_timeout,
     )
