@@ -20,7 +20,7 @@ import condukt.web
 from condukt.testing import FunctionModel, reply
 
 from . import checks
-from .helpers import TOKEN, Triage, agents, free_port, sleeper, uvicorn_server
+from .helpers import AUTH, TOKEN, Echo, Triage, agents, free_port, sleeper, uvicorn_server
 
 LIMIT = 64 * 1024
 
@@ -64,6 +64,17 @@ async def test_the_endpoint_in_fastapi_on_uvicorn(
         await checks.a_disconnect_mid_stream_aborts_the_run(client, tmp_path / "pid", process_gone)
     async with httpx.AsyncClient(base_url=fastapi_url, timeout=10) as client:
         assert (await client.post("/ask")).json() == {"text": "asked", "on_app_node": True}
+
+
+async def test_the_endpoint_alone_on_uvicorn_opens_its_node_through_condukt_asyncio() -> None:
+    app = condukt.web.create_app(agents={"echo": Echo}, token=TOKEN)
+    with uvicorn_server(app) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            first = (await client.post("/agents/echo/runs", json={"prompt": "hi"}, headers=AUTH)).json()
+            again = await client.post(
+                "/agents/echo/runs", json={"prompt": "again", "session": first["session"]}, headers=AUTH
+            )
+            assert (first["text"], again.json()["text"]) == ("turn 1: hi", "turn 2: again")
 
 
 def test_aiohttp_app_with_a_wait_for_timeout_that_kills_the_tool(
