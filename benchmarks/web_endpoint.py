@@ -120,29 +120,27 @@ async def cpu_per_request(app: Any, n: int) -> float:
     return (time.process_time() - start) / n
 
 
+async def compare(node: Any, n: int) -> tuple[float, float]:
+    """Best of 3 CPU per request on ``node`` (trio or condukt.asyncio): the endpoint, then the bare handler."""
+    spec = condukt.ChildSpec(None, condukt.Agent, kwargs={"model": TwoTurns(), **OPTIONS})
+    endpoint = condukt.web.create_app(node, agents={"a": spec}, token=TOKEN, session_idle_timeout=None)
+    bare = bare_app(node)
+    best_endpoint = best_bare = float("inf")
+    for _ in range(3):
+        best_bare = min(best_bare, await cpu_per_request(bare, n))
+        best_endpoint = min(best_endpoint, await cpu_per_request(endpoint, n))
+    return best_endpoint, best_bare
+
+
 async def endpoint_overhead(n: int) -> tuple[float, float]:
     async with condukt.open_node() as node:
-        spec = condukt.ChildSpec(None, condukt.Agent, kwargs={"model": TwoTurns(), **OPTIONS})
-        endpoint = condukt.web.create_app(node, agents={"a": spec}, token=TOKEN, session_idle_timeout=None)
-        bare = bare_app(node)
-        best_endpoint = best_bare = float("inf")
-        for _ in range(3):
-            best_bare = min(best_bare, await cpu_per_request(bare, n))
-            best_endpoint = min(best_endpoint, await cpu_per_request(endpoint, n))
-        return best_endpoint, best_bare
+        return await compare(node, n)
 
 
 async def endpoint_overhead_on_asyncio(n: int) -> tuple[float, float]:
     """The same comparison on asyncio: both apps on a condukt.asyncio node (trio as a guest)."""
     async with ca.open_node() as node:
-        spec = condukt.ChildSpec(None, condukt.Agent, kwargs={"model": TwoTurns(), **OPTIONS})
-        endpoint = condukt.web.create_app(node, agents={"a": spec}, token=TOKEN, session_idle_timeout=None)
-        bare = bare_app(node)
-        best_endpoint = best_bare = float("inf")
-        for _ in range(3):
-            best_bare = min(best_bare, await cpu_per_request(bare, n))
-            best_endpoint = min(best_endpoint, await cpu_per_request(endpoint, n))
-        return best_endpoint, best_bare
+        return await compare(node, n)
 
 
 class CountingHeld(Held):

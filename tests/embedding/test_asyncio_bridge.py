@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from web.helpers import uvicorn_server  # tests/ is on sys.path: its packages import each other by name
 
 import condukt
 import condukt.asyncio as ca
@@ -149,7 +148,6 @@ def test_cancelling_the_task_never_leaks_trio_cancelled() -> None:
 @pytest.fixture
 def uvicorn_app() -> Iterator[str]:
     """A Starlette app on uvicorn (127.0.0.1), whose lifespan opens a condukt node; its URL."""
-    import uvicorn  # in the test extra: a missing one is an error, not a skip
     from starlette import applications as starlette_apps
     from starlette.requests import Request
     from starlette.responses import JSONResponse, StreamingResponse
@@ -187,21 +185,8 @@ def uvicorn_app() -> Iterator[str]:
     app = starlette_apps.Starlette(
         routes=[Route("/run", run, methods=["POST"]), Route("/stream", stream)], lifespan=lifespan
     )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with uvicorn_server(app) as url:
+        yield url
 
 
 def test_under_uvicorn_a_session_continues_and_streams(uvicorn_app: str) -> None:

@@ -117,3 +117,13 @@ async def a_disconnect_mid_stream_aborts_the_run(
             if history["messages"] == []:
                 break
             await trio.sleep(0.02)
+
+
+async def everything(client: httpx.AsyncClient, limit: int, pid_file: Path, process_gone: Callable[[int], bool]) -> None:
+    """Every check above, in an order where each starts from a clean state."""
+    await json_and_sse_runs_continue_one_session(client)
+    await auth_is_required_except_for_healthz(client)
+    await huge_bodies_get_413(client, limit)
+    await operations_are_typed(client)
+    await session_routes(client)
+    await a_disconnect_mid_stream_aborts_the_run(client, pid_file, process_gone)

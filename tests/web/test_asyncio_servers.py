@@ -56,12 +56,7 @@ async def test_the_endpoint_in_fastapi_on_uvicorn(
     fastapi_url: str, tmp_path: Path, process_gone: Callable[[int], bool]
 ) -> None:
     async with httpx.AsyncClient(base_url=f"{fastapi_url}/v1", timeout=10) as client:
-        await checks.json_and_sse_runs_continue_one_session(client)
-        await checks.auth_is_required_except_for_healthz(client)
-        await checks.huge_bodies_get_413(client, LIMIT)
-        await checks.operations_are_typed(client)
-        await checks.session_routes(client)
-        await checks.a_disconnect_mid_stream_aborts_the_run(client, tmp_path / "pid", process_gone)
+        await checks.everything(client, LIMIT, tmp_path / "pid", process_gone)
     async with httpx.AsyncClient(base_url=fastapi_url, timeout=10) as client:
         assert (await client.post("/ask")).json() == {"text": "asked", "on_app_node": True}
 

@@ -22,9 +22,4 @@ async def test_the_endpoint_on_hypercorn_trio(tmp_path: Path, process_gone: Call
             node, agents=agents(tmp_path), operations=[Triage.classify], token=TOKEN, max_body_size=LIMIT
         )
         async with hypercorn_trio(app) as url, httpx.AsyncClient(base_url=url, timeout=10) as client:
-            await checks.json_and_sse_runs_continue_one_session(client)
-            await checks.auth_is_required_except_for_healthz(client)
-            await checks.huge_bodies_get_413(client, LIMIT)
-            await checks.operations_are_typed(client)
-            await checks.session_routes(client)
-            await checks.a_disconnect_mid_stream_aborts_the_run(client, tmp_path / "pid", process_gone)
+            await checks.everything(client, LIMIT, tmp_path / "pid", process_gone)
