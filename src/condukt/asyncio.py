@@ -45,6 +45,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
@@ -66,8 +67,21 @@ STREAM_BUFFER = 64
 _current: contextvars.ContextVar[Node | None] = contextvars.ContextVar("condukt_asyncio_node", default=None)
 
 
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
+
+
 class _Guest:
     """One trio guest run on one asyncio loop, shared by the nodes opened on it."""
+
+    #: Whether trio runs in a thread of its own (:class:`_ThreadHost`) rather than as a guest.
+    threaded = False
 
     _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Guest] = weakref.WeakKeyDictionary()
 
@@ -131,11 +145,17 @@ class _Guest:
         assert self.token is not None
         self.token.run_sync_soon(fn)
 
+    def deliver(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+        """From trio's side, run sync ``fn(*args)`` on the asyncio ``loop`` (at once: a guest shares its thread)."""
+        fn(*args)
+
     async def call(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
         """Await trio's ``fn(*args, **kwargs)`` from asyncio; see the module for cancellation."""
-        result: asyncio.Future[Any] = self.loop.create_future()
-        settled: asyncio.Future[None] = self.loop.create_future()
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[Any] = loop.create_future()
+        settled: asyncio.Future[None] = loop.create_future()
         scopes: list[trio.CancelScope] = []
+        deliver = self.deliver
 
         async def body() -> None:
             with trio.CancelScope() as scope:
@@ -145,24 +165,20 @@ class _Guest:
                 try:
                     value = await fn(*args, **kwargs)
                 except trio.Cancelled:
-                    if not result.done():
-                        result.set_exception(RuntimeError("condukt's trio run was stopped during the call"))
+                    stopped = RuntimeError("condukt's trio run was stopped during the call")
+                    deliver(loop, _set_exception, result, stopped)
                     raise
                 except BaseException as exc:
-                    if not result.done():
-                        result.set_exception(exc)
+                    deliver(loop, _set_exception, result, exc)
                 else:
-                    if not result.done():
-                        result.set_result(value)
+                    deliver(loop, _set_result, result, value)
                 finally:
-                    if not settled.done():
-                        settled.set_result(None)
+                    deliver(loop, _set_result, settled, None)
 
         def start() -> None:
             if self.nursery is None or self.nursery.cancel_scope.cancel_called:
-                if not result.done():
-                    result.set_exception(RuntimeError("the node is closed"))
-                settled.set_result(None)
+                deliver(loop, _set_exception, result, RuntimeError("the node is closed"))
+                deliver(loop, _set_result, settled, None)
                 return
             self.nursery.start_soon(body)
 
@@ -178,6 +194,70 @@ class _Guest:
             # The trio side is being cancelled: wait until it has cleaned up.
             await asyncio.shield(settled)
             raise
+
+
+class _ThreadHost(_Guest):
+    """trio in a thread of its own, shared by the whole process: for hosts where guest mode cannot be used.
+
+    Not tied to any asyncio loop: calls come from whichever loop awaits
+    them (each gets its answer on its own loop, through
+    ``call_soon_threadsafe``), so nodes outlive loops, as where every
+    request runs on a loop of its own. Each call crosses threads twice.
+    """
+
+    threaded = True
+    _shared: _ThreadHost | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.token: trio.lowlevel.TrioToken | None = None
+        self.nursery: trio.Nursery | None = None
+        self.ready = threading.Event()
+        self.closing = False
+        self.thread = threading.Thread(target=self._run, name="condukt-trio", daemon=True)
+
+    @classmethod
+    async def acquire(cls) -> _ThreadHost:
+        with cls._lock:
+            host = cls._shared
+            if host is None or host.closing or not host.thread.is_alive():
+                host = cls._shared = cls()
+                host.thread.start()
+            host.users += 1
+        await asyncio.get_running_loop().run_in_executor(None, host.ready.wait)
+        if host.nursery is None:
+            await host.release()
+            raise RuntimeError("condukt's trio thread ended before it started")
+        return host
+
+    async def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            last = self.users == 0
+            if last:
+                self.closing = True  # a later acquire starts a new thread
+        if last and self.token is not None and self.nursery is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                self.token.run_sync_soon(self.nursery.cancel_scope.cancel)
+            await asyncio.get_running_loop().run_in_executor(None, self.thread.join)
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        finally:
+            self.ready.set()
+
+    async def _main(self) -> None:
+        self.token = trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            self.ready.set()
+            await trio.sleep_forever()
+
+    def deliver(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(fn, *args)
 
 
 def _wrap(guest: _Guest, value: Any) -> Any:
@@ -275,26 +355,31 @@ class Stream:
         self._delivered: BaseException | None = None  # an error already raised to the reader
 
     async def __aenter__(self) -> Stream:
-        ready: asyncio.Future[None] = self._guest.loop.create_future()
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        deliver = self._guest.deliver
+        put = self._queue.put_nowait
 
         async def pump() -> None:
             self._credits = trio.Semaphore(STREAM_BUFFER)
+            announced = False
             try:
                 async with self._handle.stream(*self._args, **self._kwargs) as events:
                     self._inner = events
-                    ready.set_result(None)
+                    announced = True
+                    deliver(loop, _set_result, ready, None)
                     async for event in events:
                         await self._credits.acquire()
-                        self._queue.put_nowait(event)
+                        deliver(loop, put, event)
             except BaseException as exc:
-                if not ready.done():
-                    ready.set_exception(exc)
+                if not announced:
+                    deliver(loop, _set_exception, ready, exc)
                     raise
                 if not isinstance(exc, trio.Cancelled):
-                    self._queue.put_nowait(_Raise(exc))
+                    deliver(loop, put, _Raise(exc))
                 raise
             finally:
-                self._queue.put_nowait(_END)
+                deliver(loop, put, _END)
 
         self._pump = asyncio.ensure_future(self._guest.call(pump))
         try:
@@ -367,30 +452,27 @@ class _Raise:
 
 
 class _OpenNode:
-    def __init__(self, kwargs: dict[str, Any], default: bool) -> None:
+    def __init__(self, kwargs: dict[str, Any], default: bool, thread: bool) -> None:
         self._kwargs = kwargs
         self._default = default
+        self._thread = thread
+        self._exit_event: trio.Event | None = None
         self._guest: _Guest | None = None
-        self._exit: asyncio.Future[None] | None = None
         self._closed: asyncio.Future[None] | None = None
         self._token: contextvars.Token[Node | None] | None = None
 
     async def __aenter__(self) -> Node:
-        guest = self._guest = await _Guest.acquire()
-        opened: asyncio.Future[otp.Node] = guest.loop.create_future()
-        exit_now: asyncio.Future[None] = guest.loop.create_future()
-        self._exit = exit_now
-        exit_event = trio.Event()
+        guest = self._guest = await (_ThreadHost.acquire() if self._thread else _Guest.acquire())
+        loop = asyncio.get_running_loop()
+        opened: asyncio.Future[otp.Node] = loop.create_future()
 
         async def hold() -> None:
             # The node lives in a trio task of its own until the asyncio block ends.
             async with otp.open_node(**self._kwargs) as node:
                 with otp_lowlevel.run_default_node(node) if self._default else contextlib.nullcontext():
-                    opened.set_result(node)
-                    exit_now.add_done_callback(lambda _: guest.call_soon(exit_event.set))
-                    if exit_now.done():
-                        exit_event.set()
-                    await exit_event.wait()
+                    self._exit_event = trio.Event()
+                    guest.deliver(loop, _set_result, opened, node)
+                    await self._exit_event.wait()
 
         self._closed = asyncio.ensure_future(guest.call(hold))
         waiting: set[asyncio.Future[Any]] = {opened, self._closed}
@@ -406,18 +488,20 @@ class _OpenNode:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self._guest is not None and self._exit is not None and self._closed is not None
+        assert self._guest is not None and self._closed is not None
         if self._token is not None:
             with contextlib.suppress(ValueError):  # left in another context than entered: nothing to reset
                 _current.reset(self._token)
-        self._exit.set_result(None)
+        exit_event = self._exit_event
+        if exit_event is not None:
+            self._guest.call_soon(exit_event.set)
         try:
             await self._closed
         finally:
             await self._guest.release()
 
 
-def open_node(*, default: bool = False, **kwargs: Any) -> _OpenNode:
+def open_node(*, default: bool = False, thread: bool = False, **kwargs: Any) -> _OpenNode:
     """``async with condukt.asyncio.open_node() as node``: a node on the running asyncio loop.
 
     Takes the options of :func:`condukt.open_node`. Leaving the block stops
@@ -428,8 +512,18 @@ def open_node(*, default: bool = False, **kwargs: Any) -> _OpenNode:
     :func:`run` (and trio code run through :func:`call`) without ``node=``
     uses it, from any task. That is what an application's lifespan wants
     (see :mod:`condukt.lifespan`).
+
+    ``thread=True`` runs trio in a thread of its own instead of as a guest
+    on this loop (one such thread per process, shared by every node opened
+    this way): for hosts where guest mode cannot be used, such as a loop
+    per request. Such a node may be used from any asyncio loop of the
+    process while its block is open; leave the block on the loop that
+    entered it. Calls cross threads (slower than guest mode); everything
+    else, cancellation included, is the same. ``default=True`` then makes
+    it the default of that trio thread (``run``/``call`` with ``node=`` it
+    or inside its block use it).
     """
-    return _OpenNode(kwargs, default)
+    return _OpenNode(kwargs, default, thread)
 
 
 async def run(*args: Any, **kwargs: Any) -> Any:
@@ -445,6 +539,7 @@ async def run(*args: Any, **kwargs: Any) -> Any:
     node = kwargs.get("node") or _current.get()
     if isinstance(node, Node):
         kwargs["node"] = node.inner
+        return await node._guest.call(_agent_layer.run, *args, **kwargs)
     return await call(_agent_layer.run, *args, **kwargs)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +27,16 @@ from condukt.providers import ProviderUnavailable
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
 
-def test_spawn_run_stream_and_history_under_asyncio_run() -> None:
+@pytest.fixture(params=["guest", "thread"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that takes it runs with trio as a guest on the loop, then with trio in its own thread."""
+    if request.param == "thread":
+        monkeypatch.setattr(ca, "open_node", functools.partial(ca.open_node, thread=True))
+    mode: str = request.param
+    return mode
+
+
+def test_spawn_run_stream_and_history_under_asyncio_run(mode: str) -> None:
     async def main() -> tuple[Any, ...]:
         async with ca.open_node() as node:
             agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply("hello"), reply("streamed")]))
@@ -40,7 +51,7 @@ def test_spawn_run_stream_and_history_under_asyncio_run() -> None:
     assert kinds == ["AgentStart", "TurnStart", "TextDelta", "TurnEnd", "AgentEnd", "Done"]
 
 
-def test_200_concurrent_runs() -> None:
+def test_200_concurrent_runs(mode: str) -> None:
     async def main() -> list[str]:
         async with ca.open_node() as node:
             agents = [await node.spawn(condukt.Agent, model=ScriptedModel([reply(f"r{i}")])) for i in range(200)]
@@ -50,7 +61,7 @@ def test_200_concurrent_runs() -> None:
 
 
 def test_an_asyncio_timeout_aborts_the_run_and_kills_its_subprocess(
-    tmp_path: Path, process_gone: Callable[[int], bool]
+    tmp_path: Path, process_gone: Callable[[int], bool], mode: str
 ) -> None:
     pid_file = tmp_path / "pid"
     command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 600"
@@ -75,7 +86,7 @@ def test_an_asyncio_timeout_aborts_the_run_and_kills_its_subprocess(
     assert alive
 
 
-def test_a_trio_side_error_arrives_as_the_same_exception() -> None:
+def test_a_trio_side_error_arrives_as_the_same_exception(mode: str) -> None:
     def down(request: Any) -> Any:
         raise ProviderUnavailable("x", "down", status_code=503)
 
@@ -93,7 +104,7 @@ def test_a_trio_side_error_arrives_as_the_same_exception() -> None:
     asyncio.run(main())
 
 
-def test_leaving_a_stream_early_aborts_the_run() -> None:
+def test_leaving_a_stream_early_aborts_the_run(mode: str) -> None:
     async def slow(request: Any) -> Any:
         await trio.sleep(30)
         return "late"
@@ -113,7 +124,7 @@ def test_leaving_a_stream_early_aborts_the_run() -> None:
     assert history == () and running is False
 
 
-def test_nodes_on_one_loop_share_one_trio_run_and_one_shots_work() -> None:
+def test_nodes_on_one_loop_share_one_trio_run_and_one_shots_work(mode: str) -> None:
     async def main() -> tuple[str, str, str]:
         async with ca.open_node() as first, ca.open_node() as second:
             a = await first.spawn(condukt.Agent, model=ScriptedModel([reply("one")]))
@@ -125,7 +136,7 @@ def test_nodes_on_one_loop_share_one_trio_run_and_one_shots_work() -> None:
     assert asyncio.run(main()) == ("one", "two", "shot")
 
 
-def test_cancelling_the_task_never_leaks_trio_cancelled() -> None:
+def test_cancelling_the_task_never_leaks_trio_cancelled(mode: str) -> None:
     async def never(request: Any) -> Any:
         await trio.sleep_forever()
 
@@ -225,3 +236,36 @@ def test_one_shots_default_to_the_enclosing_node_then_the_loops_default() -> Non
         assert await ca.current_node() is None
 
     asyncio.run(main())
+
+
+def test_a_thread_backed_node_serves_loops_that_come_and_go(tmp_path: Path) -> None:
+    """Where every request runs on a loop of its own (Django's runserver): one node, opened once, used by each."""
+    opened: list[Any] = []
+    close = threading.Event()
+
+    async def hold() -> None:  # the application's lifetime, on a loop of its own
+        async with ca.open_node(thread=True) as node:
+            opened.append(node)
+            await asyncio.get_running_loop().run_in_executor(None, close.wait)
+
+    holder = threading.Thread(target=asyncio.run, args=(hold(),))
+    holder.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not opened:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        node = opened[0]
+
+        async def request(i: int) -> tuple[str, str]:
+            agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply(f"answer {i}")]))
+            try:
+                return await agent.run("go"), await ca.run("once", model=ScriptedModel([reply("shot")]), node=node)
+            finally:
+                await agent.stop()
+
+        assert [asyncio.run(request(i)) for i in range(3)] == [(f"answer {i}", "shot") for i in range(3)]
+    finally:
+        close.set()
+        holder.join(10)
+    assert not holder.is_alive()
