@@ -34,7 +34,8 @@ Why guest mode and not a thread: calls stay on the loop's thread (no
 thread hop per call, no locks), and trio's cancellation maps onto asyncio's
 task cancellation. Where guest mode cannot be used (a loop per request),
 ``open_node(thread=True)`` runs trio in a thread of its own instead, with
-the same API and cancellation; its nodes serve every loop of the process. The bridge is hand-written because no well-kept package
+the same API and cancellation; its nodes serve every loop of the process.
+The bridge is hand-written because no well-kept package
 exposes trio objects to asyncio this way (trio-asyncio goes the other way,
 asyncio code inside trio, and is in maintenance mode; anyio targets code
 written for both, not a trio library called from asyncio).
