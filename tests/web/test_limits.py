@@ -55,6 +55,8 @@ def test_bad_arguments_fail_at_once() -> None:
         condukt.web.create_app(operations=[Triage.classify.operation])
     with pytest.raises(ValueError, match="max_body_size"):
         condukt.web.create_app(max_body_size=0)
+    with pytest.raises(ValueError, match="max_restarts"):
+        condukt.web.create_app(max_restarts=-1)
     with pytest.raises(ValueError, match="token"):
         condukt.web.create_app(token="")
     with pytest.raises(TypeError, match="node must be"):

@@ -383,6 +383,10 @@ def create_app(
             or math.isinf(seconds)
         ):
             raise ValueError(f"{label} must be None or a finite number > 0, got {seconds!r}")
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+        raise ValueError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
+    if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or not max_seconds > 0:
+        raise ValueError(f"max_seconds must be a number > 0, got {max_seconds!r}")
     if token is not None and (not isinstance(token, str) or not token):
         raise ValueError("token must be None or a non-empty str")
     endpoint = Endpoint(
