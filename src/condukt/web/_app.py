@@ -28,6 +28,7 @@ from ..agent import (
     NoResultSubmitted,
     NotRunning,
     RunTimeout,
+    UnknownApproval,
 )
 from ..lifespan import open_app_node
 from ..messages import Message
@@ -229,6 +230,29 @@ class Endpoint:
             {"session": session_id, "messages": serialization.unstructure(list(messages), list[Message])}
         )
 
+    async def approvals(self, request: Request) -> Response:
+        """``GET /sessions/{id}/approvals``: the tool calls waiting for a decision, oldest first."""
+        session_id, agent = await self.session(request)
+        pending = await agent.pending_approvals()
+        return JSONResponse({"session": session_id, "approvals": [serialization.unstructure(p) for p in pending]})
+
+    async def decide(self, request: Request) -> Response:
+        """``POST /sessions/{id}/approvals/{call_id}`` ``{"approve": bool, "reason": str}``."""
+        body = await self.read_json(request)
+        errors = _DECISION_REQUEST.errors(body)
+        if errors:
+            raise HTTPError(422, "InvalidRequest", "the body does not match the decision schema", errors=errors)
+        session_id, agent = await self.session(request)
+        call_id = request.path_params["call_id"]
+        try:
+            if body["approve"]:
+                await agent.approve(call_id)
+            else:
+                await agent.deny(call_id, body.get("reason", ""))
+        except UnknownApproval as exc:
+            raise HTTPError(404, "UnknownApproval", str(exc)) from None
+        return JSONResponse({"session": session_id, "call_id": call_id, "approved": body["approve"]})
+
     async def delete(self, request: Request) -> Response:
         """``DELETE /sessions/{id}``."""
         await self.node_of()
@@ -316,6 +340,15 @@ _STEER_REQUEST = Schema.of(
         "type": "object",
         "properties": {"message": {"type": "string", "minLength": 1}},
         "required": ["message"],
+        "additionalProperties": False,
+    }
+)
+
+_DECISION_REQUEST = Schema.of(
+    {
+        "type": "object",
+        "properties": {"approve": {"type": "boolean"}, "reason": {"type": "string"}},
+        "required": ["approve"],
         "additionalProperties": False,
     }
 )
@@ -448,6 +481,8 @@ def session_routes(endpoint: Endpoint) -> list[Route]:
         Route("/sessions/{id}/abort", g(endpoint.abort), methods=["POST"]),
         Route("/sessions/{id}/steer", g(endpoint.steer), methods=["POST"]),
         Route("/sessions/{id}/history", g(endpoint.history), methods=["GET"]),
+        Route("/sessions/{id}/approvals", g(endpoint.approvals), methods=["GET"]),
+        Route("/sessions/{id}/approvals/{call_id}", g(endpoint.decide), methods=["POST"]),
         Route("/sessions/{id}", g(endpoint.delete), methods=["DELETE"]),
     ]
 

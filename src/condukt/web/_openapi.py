@@ -27,6 +27,13 @@ SESSION_PATHS: list[tuple[str, str, str, dict[str, Any] | None, dict[str, Any] |
      {"type": "object", "properties": {"session": {"type": "string"}, "steered": {"type": "boolean"}}}),
     ("/history", "get", "The session's conversation", None,
      {"type": "object", "properties": {"session": {"type": "string"}, "messages": {"type": "array"}}}),
+    ("/approvals", "get", "The tool calls waiting for a person's decision", None,
+     {"type": "object", "properties": {"session": {"type": "string"}, "approvals": {"type": "array"}}}),
+    ("/approvals/{call_id}", "post", "Approve or deny a waiting tool call",
+     {"type": "object", "properties": {"approve": {"type": "boolean"}, "reason": {"type": "string"}},
+      "required": ["approve"]},
+     {"type": "object", "properties": {"session": {"type": "string"}, "call_id": {"type": "string"},
+                                       "approved": {"type": "boolean"}}}),
     ("", "delete", "Stop the session's agent and forget the session", None, None),
 ]
 
@@ -59,7 +66,10 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
             }
         }
     for suffix, method, summary, request, response in SESSION_PATHS:
-        entry: dict[str, Any] = {"summary": summary, "parameters": [_SESSION_ID],
+        parameters = [_SESSION_ID]
+        if "{call_id}" in suffix:
+            parameters.append({"name": "call_id", "in": "path", "required": True, "schema": {"type": "string"}})
+        entry: dict[str, Any] = {"summary": summary, "parameters": parameters,
                                  "responses": {"404": _error("No such session")}}
         if request is not None:
             entry["requestBody"] = {"required": True, "content": {"application/json": {"schema": request}}}
