@@ -10,7 +10,8 @@ import pytest
 import condukt
 from condukt import telemetry
 from condukt.events import AgentEnd
-from condukt.testing.server import ProtocolServer, Raw, reply
+from condukt.messages import AssistantMessage
+from condukt.testing.server import PromptCache, ProtocolServer, Raw, reply, tool_use
 
 from .helpers import Weather, collect, spawn
 
@@ -100,3 +101,33 @@ async def test_openai_prompt_cache_key(node: condukt.Node, server: ProtocolServe
     assert "prompt_cache_key" not in server.requests[1].body
     with pytest.raises(TypeError):
         await spawn(node, server, prefix, model_options={"prompt_cache_key": 42})
+
+
+LONG_SYSTEM = "You review code carefully. " * 400  # about 2,700 tokens: above the cacheable minimum
+
+
+async def test_a_tool_loop_reads_each_turns_prefix_from_the_cache(node: condukt.Node, server: ProtocolServer) -> None:
+    # The server simulates Anthropic's cache (testing.server.PromptCache): what the breakpoints save is measurable.
+    server.prompt_cache = PromptCache()
+    server.add(reply(tools=tool_use("get_weather", {"location": "Paris"})), reply(tools=tool_use("get_weather", {"location": "Oslo"})), reply("Done."))
+    agent = await spawn(node, server, "anthropic", system_prompt=LONG_SYSTEM, tools=[Weather])
+    events, _ = await collect(agent, "Weather in Paris and Oslo?")
+    history = await agent.history()
+    usages = [m.usage for m in history if isinstance(m, AssistantMessage)]
+    assert usages[0].cache_write_tokens > 2500 and usages[0].cache_read_tokens == 0
+    # Each later turn reads everything the previous turn wrote, and writes only what is new.
+    for before, after in zip(usages, usages[1:]):
+        assert after.cache_read_tokens == before.cache_read_tokens + before.cache_write_tokens
+        assert 0 < after.cache_write_tokens < 200 and after.input_tokens < 50
+    [end] = [e for e in events if isinstance(e, AgentEnd)]
+    assert end.usage.cache_read_tokens == sum(u.cache_read_tokens for u in usages)
+
+
+async def test_without_breakpoints_nothing_is_read_from_the_cache(node: condukt.Node, server: ProtocolServer) -> None:
+    server.prompt_cache = PromptCache()
+    server.add(reply(tools=tool_use("get_weather", {"location": "Paris"})), reply("Done."))
+    agent = await spawn(node, server, "anthropic", system_prompt=LONG_SYSTEM, tools=[Weather], model_options={"prompt_cache": False})
+    await agent.run("Weather in Paris?")
+    usages = [m.usage for m in await agent.history() if isinstance(m, AssistantMessage)]
+    assert all(u.cache_read_tokens == u.cache_write_tokens == 0 for u in usages)
+    assert usages[1].input_tokens > usages[0].input_tokens > 2500  # the whole prompt billed every turn
