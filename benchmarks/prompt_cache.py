@@ -29,7 +29,7 @@ import trio
 
 import condukt
 from condukt.messages import AssistantMessage, Usage
-from condukt.testing.server import PromptCache, ProtocolServer, Reply, RecordedRequest, reply, tool_use
+from condukt.testing.server import PromptCache, ProtocolServer, RecordedRequest, Reply, reply, tool_use
 
 SYSTEM = (
     "You maintain a Python service. Conventions: every public function has a docstring; "

@@ -116,7 +116,7 @@ async def test_a_tool_loop_reads_each_turns_prefix_from_the_cache(node: condukt.
     usages = [m.usage for m in history if isinstance(m, AssistantMessage)]
     assert usages[0].cache_write_tokens > 2500 and usages[0].cache_read_tokens == 0
     # Each later turn reads everything the previous turn wrote, and writes only what is new.
-    for before, after in zip(usages, usages[1:]):
+    for before, after in zip(usages, usages[1:], strict=False):
         assert after.cache_read_tokens == before.cache_read_tokens + before.cache_write_tokens
         assert 0 < after.cache_write_tokens < 200 and after.input_tokens < 50
     [end] = [e for e in events if isinstance(e, AgentEnd)]
