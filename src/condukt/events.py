@@ -24,6 +24,7 @@ __all__ = [
     "ToolCallStart",
     "TurnEnd",
     "TurnStart",
+    "to_json",
 ]
 
 
@@ -162,3 +163,17 @@ Event = Union[
     SubagentEvent,
     AgentEvent,
 ]
+
+
+def to_json(event: Event) -> str:
+    """One line of JSON for ``event``: its fields plus a ``"type"`` tag (``"text_delta"``, ``"done"``...).
+
+    The one event format of condukt's surfaces (``condukt run --json``, the
+    HTTP endpoint's event streams): written by the one cattrs converter of
+    :mod:`condukt.serialization`, so ``serialization.loads(line, Event)``
+    reads it back into the same class. Nested events (``SubagentEvent``,
+    ``AgentEvent``) are tagged the same way.
+    """
+    from .serialization import dumps  # serialization imports this module
+
+    return dumps(event, Event)
