@@ -1,0 +1,254 @@
+"""The ``condukt`` command line, run as a user runs it: a real process against a local OpenAI-format server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pexpect
+import pytest
+import trio
+
+import condukt
+from condukt import events as ev
+from condukt import serialization
+from condukt.testing.server import ProtocolServer, Status, reply, tool_use
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 20
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """This environment without provider keys or a default model, with ``src`` importable."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not (name.endswith("_API_KEY") or name.startswith(("ANTHROPIC_", "OPENAI_", "CONDUKT_")))
+    }
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+async def condukt_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> trio.CompletedProcess[bytes]:
+    with trio.fail_after(TIMEOUT):
+        return await trio.run_process(
+            [sys.executable, "-m", "condukt", *args],
+            env=env or environment(),
+            cwd=cwd,
+            stdin=b"",
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> AsyncIterator[ProtocolServer]:
+    server = ProtocolServer()
+    await nursery.start(server.run)
+    yield server
+
+
+def model_args(server: ProtocolServer) -> list[str]:
+    return ["--model", "openai:gpt-4o", "--base-url", f"{server.url}/v1"]
+
+
+async def test_run_streams_the_reply_and_tool_calls_and_exits_0(server: ProtocolServer, tmp_path: Path) -> None:
+    server.add(
+        reply(thinking="let me look", tools=tool_use("bash", {"command": "echo hello from bash"})),
+        reply("The answer is 42.", usage=(30, 8)),
+    )
+    done = await condukt_cli(
+        "run", "What is the answer?", *model_args(server), "--cwd", str(tmp_path), "--prices", "3,15",
+        env=environment(OPENAI_API_KEY="sk-local"),
+    )  # fmt: skip
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "The answer is 42." in out
+    assert "let me look" in out  # thinking is shown
+    assert "echo hello from bash" in out and "hello from bash" in out.split("echo hello from bash", 1)[1]
+    assert "2 turns · 40 input + 13 output tokens · $0.0003" in out
+    assert done.stderr == b""
+    # It really talked to the server: the model named, the key sent, the tool result returned.
+    assert [r.body["model"] for r in server.requests] == ["gpt-4o", "gpt-4o"]
+    assert server.requests[0].headers["authorization"] == "Bearer sk-local"
+    assert server.requests[1].messages[-1]["role"] == "tool"
+    assert "hello from bash" in server.requests[1].messages[-1]["content"]
+
+
+async def test_run_json_prints_one_parseable_event_per_line(server: ProtocolServer) -> None:
+    server.add(reply("Hello there, JSON reader."))
+    done = await condukt_cli(
+        "run", "hi", *model_args(server), "--tools", "none", "--json", env=environment(OPENAI_API_KEY="k")
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    events = [serialization.loads(line, ev.Event) for line in lines]
+    assert [json.loads(line)["type"] for line in lines][0] == "agent_start"
+    assert events[-1] == ev.Done("completed")
+    assert "".join(e.text for e in events if isinstance(e, ev.TextDelta)) == "Hello there, JSON reader."
+    (end,) = [e for e in events if isinstance(e, ev.AgentEnd)]
+    assert end.usage.input_tokens == 10
+    assert server.requests[0].body.get("tools") in (None, [])
+
+
+async def test_a_missing_key_is_one_line_on_stderr_and_a_nonzero_exit(server: ProtocolServer) -> None:
+    done = await condukt_cli("run", "hi", *model_args(server))
+    err = done.stderr.decode()
+    assert done.returncode == 1
+    assert len(err.strip().splitlines()) == 1, err
+    assert "OPENAI_API_KEY" in err and "Traceback" not in err
+    assert done.stdout == b""
+    assert server.requests == []
+
+
+async def test_a_failed_run_is_one_line_and_debug_shows_the_traceback(server: ProtocolServer) -> None:
+    done = await condukt_cli("run", "hi", "--model", "nowhere:model")
+    err = done.stderr.decode()
+    assert done.returncode == 1
+    assert err.startswith("error: UnknownProvider: no provider registered for 'nowhere'") and err.count("\n") == 1
+    debug = await condukt_cli("--debug", "run", "hi", "--model", "nowhere:model")
+    assert debug.returncode == 1
+    assert "Traceback (most recent call last)" in debug.stderr.decode()
+    # A provider error during the run: the same one line, after what was shown.
+    server.add(Status(401, "bad key", "authentication_error"))
+    bad = await condukt_cli("run", "hi", *model_args(server), env=environment(OPENAI_API_KEY="wrong"))
+    assert bad.returncode == 1
+    assert bad.stderr.decode().count("\n") == 1 and "bad key" in bad.stderr.decode()
+
+
+async def test_no_model_and_no_key_says_how_to_choose_one() -> None:
+    done = await condukt_cli("run", "hi")
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        "error: no model: pass --model provider:name or set CONDUKT_MODEL (and the provider's key)\n"
+    )
+
+
+async def test_version() -> None:
+    done = await condukt_cli("--version")
+    assert done.returncode == 0
+    assert done.stdout.decode() == f"condukt {condukt.__version__}\n"
+
+
+async def test_serve_serves_an_asgi_app_until_ctrl_c(tmp_path: Path) -> None:
+    (tmp_path / "hello_app.py").write_text(
+        "from starlette.applications import Starlette\n"
+        "from starlette.responses import PlainTextResponse\n"
+        "from starlette.routing import Route\n"
+        "async def hello(request):\n"
+        "    return PlainTextResponse('hello from ' + request.url.path)\n"
+        "app = Starlette(routes=[Route('/there', hello)])\n"
+    )
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "condukt", "serve", "hello_app:app", "--port", "0"],
+        cwd=tmp_path,
+        env=environment(),
+        stdout=-1,
+        stderr=-1,
+    )
+    try:
+        assert process.stdout is not None
+        received = b""
+        with trio.fail_after(TIMEOUT):
+            while b"\n" not in received:
+                chunk = await process.stdout.receive_some()
+                assert chunk, "serve exited before listening"
+                received += chunk
+        match = re.match(rb"serving on (http://127\.0\.0\.1:\d+)\n", received)
+        assert match, received
+        async with httpx.AsyncClient() as client:
+            response = await client.get(match.group(1).decode() + "/there")
+        assert response.status_code == 200
+        assert response.text == "hello from /there"
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(TIMEOUT):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_serve_names_a_missing_app_in_one_line(tmp_path: Path) -> None:
+    done = await condukt_cli("serve", "no_such_module:app", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.decode() == "error: no module named 'no_such_module'\n"
+
+
+def _drive_chat(url: str, cwd: Path, process_gone: Callable[[int], bool]) -> str:
+    """Two turns, a third whose tool is aborted by Ctrl-C, a fourth, /history, then Ctrl-C twice."""
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "condukt", "chat", "--model", "openai:gpt-4o", "--base-url", f"{url}/v1", "--cwd", str(cwd)],
+        env=environment(OPENAI_API_KEY="k", TERM="xterm"),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(40, 120),
+    )
+    try:
+        child.expect("you> ")
+        child.sendline("hi")
+        child.expect("First answer")
+        child.expect("you> ")
+        child.sendline("and again")
+        child.expect("Second answer")
+        child.expect("you> ")
+        child.sendline("sleep please")
+        # The tool started: its process wrote its pid.
+        pid_file = cwd / "sleeper.pid"
+        deadline = time.monotonic() + TIMEOUT
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline, child.before
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        started = time.monotonic()
+        child.sendintr()
+        child.expect("aborted")
+        child.expect("you> ")
+        assert time.monotonic() - started < 10
+        assert process_gone(pid), "the tool's process still runs after Ctrl-C"
+        child.sendline("/history")
+        child.expect("agent: Second answer")
+        child.expect("you> ")
+        child.sendline("last one")
+        child.expect("Fourth answer")
+        child.expect("you> ")
+        child.sendintr()
+        child.expect("Ctrl-C again")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0, child.before
+        return str(child.before)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+
+
+async def test_chat_keeps_the_conversation_and_ctrl_c_aborts_a_running_tool(
+    server: ProtocolServer, tmp_path: Path, process_gone: Callable[[int], bool]
+) -> None:
+    server.add(
+        reply("First answer."),
+        reply("Second answer."),
+        reply(tools=tool_use("bash", {"command": "sh -c 'echo $$ > sleeper.pid; exec sleep 60'"})),
+        reply("Fourth answer."),
+    )
+    await trio.to_thread.run_sync(_drive_chat, server.url, tmp_path, process_gone)
+    assert len(server.requests) == 4
+    # Each turn carried the conversation so far: the second saw the first exchange.
+    second = server.requests[1].messages
+    assert [m["role"] for m in second if m["role"] != "system"] == ["user", "assistant", "user"]
+    assert second[-1]["content"] in ("and again", [{"type": "text", "text": "and again"}])
+    # The aborted run completed no turn, so it left nothing in the conversation.
+    fourth = [m for m in server.requests[3].messages if m["role"] != "system"]
+    assert [m["role"] for m in fourth] == ["user", "assistant", "user", "assistant", "user"]
