@@ -74,7 +74,8 @@ async def main() -> None:
     async with condukt.open_node() as node:
         supervisor = await node.start_dynamic_supervisor(max_restarts=5)
         for i in range(len(TICKETS)):
-            spec = condukt.ChildSpec(i, condukt.Agent, kwargs={"model": model, "system_prompt": system}, name=f"agent-{i}")
+            options = {"model": model, "system_prompt": system}
+            spec = condukt.ChildSpec(i, condukt.Agent, kwargs=options, name=f"agent-{i}")
             await supervisor.start_child(spec)
         print(f"{supervisor.count_children().active} agents running under one supervisor")
 

@@ -221,11 +221,11 @@ def run(
                         renderer.waiting("starting")
                         async for event in events:
                             renderer.handle(event)
-            if events.error is not None:
-                message = " ".join(events.error.message.split())
-                print(f"error: {events.error.error_type}: {message}", file=sys.stderr)
-                return 1
-            return 0 if events.done is not None and events.done.status == "completed" else 1
+        if events.error is not None:
+            message = " ".join(events.error.message.split())
+            print(f"error: {events.error.error_type}: {message}", file=sys.stderr)
+            return 1
+        return 0 if events.done is not None and events.done.status == "completed" else 1
 
     _execute(main)
 

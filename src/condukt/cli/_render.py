@@ -169,7 +169,8 @@ class Renderer:
             self.flush()
             self._status = None
             if self.errors:
-                self.console.print(Text(f"error: {event.error_type}: {event.message}", style="bold red"), soft_wrap=True)
+                line = Text(f"error: {event.error_type}: {event.message}", style="bold red")
+                self.console.print(line, soft_wrap=True)
         elif kind is ev.Done:
             assert isinstance(event, ev.Done)
             self.flush()
