@@ -153,10 +153,12 @@ def _run_guide(programs: list[tuple[str, str | None]]) -> list[tuple[int, str, s
         )
         results = [(code, out, err) for code, out, err in json.loads(done.stdout)]
     except (subprocess.TimeoutExpired, json.JSONDecodeError):
-        results = [(1, "", "")] * len(sources)
+        results = []
+    # A runner that died part way: the programs it did not report run alone.
+    results += [(1, "", "")] * (len(sources) - len(results))
     return [
         result if result[0] == 0 and (output is None or _lines(result[1]) == _lines(output)) else _run_alone(source)
-        for (source, output), result in zip(programs, results)
+        for (source, output), result in zip(programs, results, strict=True)
     ]
 
 
@@ -173,7 +175,7 @@ def outcomes() -> dict[str, tuple[int, str, str]]:
         }
         found = {}
         for guide, programs in by_guide.items():
-            for (name, _, _), result in zip(programs, futures[guide].result()):
+            for (name, _, _), result in zip(programs, futures[guide].result(), strict=True):
                 found[name] = result
         return found
 
