@@ -53,6 +53,7 @@ SUBPACKAGES = {
     },
     "condukt.providers.lowlevel": {"HttpModel", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"},
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
+    "condukt.cli": {"JsonPrinter", "Renderer", "app", "main"},
 }  # fmt: skip
 
 #: Names the top level used to export: still reachable, with a DeprecationWarning.

@@ -141,6 +141,7 @@ class Renderer:
             assert isinstance(event, ev.ToolCallEnd)
             style = "red" if event.is_error else "green"
             label = "failed" if event.is_error else "done"
+            self._status = "waiting for the model"
             self.console.print(
                 Panel(
                     Text(_result(event.result), style="dim"),
@@ -150,8 +151,8 @@ class Renderer:
                     expand=False,
                 )
             )
-            self._status = "waiting for the model"
         elif kind is ev.TurnEnd:
+            self._status = None
             self.flush()
         elif kind is ev.Retry:
             assert isinstance(event, ev.Retry)
