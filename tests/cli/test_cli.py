@@ -185,7 +185,7 @@ async def test_serve_names_a_missing_app_in_one_line(tmp_path: Path) -> None:
 
 
 def _drive_chat(url: str, cwd: Path, process_gone: Callable[[int], bool]) -> str:
-    """Two turns, a third whose tool is aborted by Ctrl-C, a fourth, /history, then Ctrl-C twice."""
+    """Two turns, a third whose tool Ctrl-C aborts, /history, a fourth, a recalled fifth steered mid-run, /clear, Ctrl-C twice."""
     child = pexpect.spawn(
         sys.executable,
         ["-m", "condukt", "chat", "--model", "openai:gpt-4o", "--base-url", f"{url}/v1", "--cwd", str(cwd)],
@@ -222,6 +222,19 @@ def _drive_chat(url: str, cwd: Path, process_gone: Callable[[int], bool]) -> str
         child.sendline("last one")
         child.expect("Fourth answer")
         child.expect("you> ")
+        # Up-arrow recalls the last prompt (line editing and input history); this run's tool takes a
+        # second, and /steer adds a message to the run in progress.
+        child.send("\x1b[A\r")
+        child.expect("sleep 1")
+        child.sendline("/steer mind the umbrella")
+        child.expect("Steered answer")
+        child.expect("you> ")
+        child.sendline("/clear")
+        child.expect("conversation cleared")
+        child.expect("you> ")
+        child.sendline("/history")
+        child.expect(r"\(empty\)")
+        child.expect("you> ")
         child.sendintr()
         child.expect("Ctrl-C again")
         child.sendintr()
@@ -234,7 +247,7 @@ def _drive_chat(url: str, cwd: Path, process_gone: Callable[[int], bool]) -> str
             child.terminate(force=True)
 
 
-async def test_chat_keeps_the_conversation_and_ctrl_c_aborts_a_running_tool(
+async def test_chat_keeps_the_conversation_ctrl_c_aborts_a_running_tool_and_steer_clear_history_work(
     server: ProtocolServer, tmp_path: Path, process_gone: Callable[[int], bool]
 ) -> None:
     server.add(
@@ -242,9 +255,11 @@ async def test_chat_keeps_the_conversation_and_ctrl_c_aborts_a_running_tool(
         reply("Second answer."),
         reply(tools=tool_use("bash", {"command": "sh -c 'echo $$ > sleeper.pid; exec sleep 60'"})),
         reply("Fourth answer."),
+        reply(tools=tool_use("bash", {"command": "sleep 1"})),
+        reply("Steered answer."),
     )
     await trio.to_thread.run_sync(_drive_chat, server.url, tmp_path, process_gone)
-    assert len(server.requests) == 4
+    assert len(server.requests) == 6
     # Each turn carried the conversation so far: the second saw the first exchange.
     second = server.requests[1].messages
     assert [m["role"] for m in second if m["role"] != "system"] == ["user", "assistant", "user"]
@@ -252,3 +267,9 @@ async def test_chat_keeps_the_conversation_and_ctrl_c_aborts_a_running_tool(
     # The aborted run completed no turn, so it left nothing in the conversation.
     fourth = [m for m in server.requests[3].messages if m["role"] != "system"]
     assert [m["role"] for m in fourth] == ["user", "assistant", "user", "assistant", "user"]
+    # The recalled prompt was sent again, and the steer reached the model after the tool result.
+    fifth = [m for m in server.requests[4].messages if m["role"] != "system"]
+    assert fifth[-1]["content"] in ("last one", [{"type": "text", "text": "last one"}])
+    sixth = [m for m in server.requests[5].messages if m["role"] != "system"]
+    assert [m["role"] for m in sixth[-3:]] == ["assistant", "tool", "user"]
+    assert "mind the umbrella" in json.dumps(sixth[-1]["content"])

@@ -40,15 +40,31 @@ def _describe(message: Any) -> str:
     return repr(message)
 
 
+def _read_line() -> str | None:
+    """One line from stdin (``None`` at its end); on a terminal with line editing and history (readline)."""
+    if sys.stdin.isatty():
+        try:
+            return input()
+        except EOFError:
+            return None
+    line = sys.stdin.readline()
+    return line.rstrip("\n") if line else None
+
+
 async def _read_lines(send: trio.MemorySendChannel[tuple[str, str]]) -> None:
     """Lines typed on stdin, read in a thread (a blocking read is not cancellable: the thread is abandoned)."""
+    if sys.stdin.isatty():
+        try:
+            import readline  # noqa: F401  # arrow keys and the session's input history for input()
+        except ImportError:  # pragma: no cover - platforms without readline
+            pass
     async with send:
         while True:
-            line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-            if not line:
+            line = await trio.to_thread.run_sync(_read_line, abandon_on_cancel=True)
+            if line is None:
                 await send.send(("eof", ""))
                 return
-            await send.send(("line", line.rstrip("\n")))
+            await send.send(("line", line))
 
 
 async def _read_signals(send: trio.MemorySendChannel[tuple[str, str]]) -> None:
