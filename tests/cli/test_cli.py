@@ -273,3 +273,25 @@ async def test_chat_keeps_the_conversation_ctrl_c_aborts_a_running_tool_and_stee
     sixth = [m for m in server.requests[5].messages if m["role"] != "system"]
     assert [m["role"] for m in sixth[-3:]] == ["assistant", "tool", "user"]
     assert "mind the umbrella" in json.dumps(sixth[-1]["content"])
+
+
+async def test_demo_stays_offline_with_a_key_in_the_environment(server: ProtocolServer) -> None:
+    # A key and a base URL in the environment: the demo must not use them without --live.
+    env = environment(OPENAI_API_KEY="sk-would-cost-money", OPENAI_BASE_URL=f"{server.url}/v1")
+    done = await condukt_cli("demo", env=env)
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "model: scripted (offline" in out
+    assert out.rstrip().endswith("done.")
+    assert server.requests == []
+    runtime = await condukt_cli("demo", "runtime")
+    assert runtime.returncode == 0
+    assert "every terminate ran" in runtime.stdout.decode()
+
+
+async def test_demo_live_uses_the_provider(server: ProtocolServer) -> None:
+    env = environment(OPENAI_API_KEY="sk-local", OPENAI_BASE_URL=f"{server.url}/v1")
+    done = await condukt_cli("demo", "--live", env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert "model: openai:gpt-4o-mini" in done.stdout.decode()
+    assert server.requests and {r.body["model"] for r in server.requests} == {"gpt-4o-mini"}
