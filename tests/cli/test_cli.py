@@ -295,3 +295,23 @@ async def test_demo_live_uses_the_provider(server: ProtocolServer) -> None:
     assert done.returncode == 0, done.stderr.decode()
     assert "model: openai:gpt-4o-mini" in done.stdout.decode()
     assert server.requests and {r.body["model"] for r in server.requests} == {"gpt-4o-mini"}
+
+
+async def test_chat_with_piped_input_runs_each_line_in_turn(server: ProtocolServer) -> None:
+    server.add(reply("One.", chunk=100), reply("Two.", chunk=100))
+    with trio.fail_after(TIMEOUT):
+        done = await trio.run_process(
+            [sys.executable, "-m", "condukt", "chat", *model_args(server), "--tools", "none"],
+            env=environment(OPENAI_API_KEY="k"),
+            stdin=b"first\nsecond\n/history\n",
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert out.index("One.") < out.index("Two.") < out.index("agent: Two.")
+    assert [line for line in out.splitlines() if line.startswith(("you: ", "agent: "))][-4:] == [
+        "you: first", "agent: One.", "you: second", "agent: Two.",
+    ]  # fmt: skip
+    assert len(server.requests) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections import deque
 from typing import Any
 
 import trio
@@ -76,27 +77,31 @@ async def _read_signals(send: trio.MemorySendChannel[tuple[str, str]]) -> None:
 async def chat_session(options: dict[str, Any], console: Console, *, prices: tuple[float, float] | None) -> int:
     """Talk to one agent started with ``options`` until Ctrl-D, ``/exit`` or a second Ctrl-C.
 
-    Runs go one at a time; while one runs, lines starting with ``/steer``
-    are steered into it and Ctrl-C aborts it (its turns that completed stay
-    in the conversation). Returns the exit status (0).
+    Runs go one at a time; while one runs, ``/steer TEXT`` is steered into
+    it, Ctrl-C aborts it (its turns that completed stay in the
+    conversation), and other lines wait their turn (so piped input runs
+    line after line). Returns the exit status (0).
     """
     async with condukt.open_node() as node:
         agent = await node.spawn(condukt.Agent, **options)
         console.print(Text(f"condukt chat · {options['model']} · /help for commands, Ctrl-D to leave", style="dim"))
         send, receive = trio.open_memory_channel[tuple[str, str]](16)
-        running: trio.CancelScope | None = None
+        running = False  # a run is in progress
         aborting = False
         armed = False  # a Ctrl-C was pressed at the prompt: the next one exits
+        ended = False  # stdin ended: leave once what was typed before has run
+        waiting: deque[str] = deque()  # lines typed during a run
+
+        def say(text: str, style: str = "dim") -> None:
+            console.print(Text(text, style=style))
 
         def prompt() -> None:
             console.print(Text("you> ", style="bold green"), end="")
             console.file.flush()
 
-        async def one_run(text: str, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async def one_run(text: str, done: trio.MemorySendChannel[tuple[str, str]]) -> None:
             nonlocal running, aborting
-            with trio.CancelScope() as scope:
-                running = scope
-                task_status.started()
+            async with done:
                 try:
                     with Renderer(console, prices=prices) as renderer:
                         renderer.waiting("starting")
@@ -104,64 +109,85 @@ async def chat_session(options: dict[str, Any], console: Console, *, prices: tup
                             async for event in events:
                                 renderer.handle(event)
                 except condukt.ConduktError as exc:
-                    console.print(Text(f"error: {type(exc).__name__}: {exc}", style="bold red"))
-            running = None
-            aborting = False
-            prompt()
+                    say(f"error: {type(exc).__name__}: {exc}", "bold red")
+                running = False
+                aborting = False
+                await done.send(("done", ""))
+
+        async def handle(line: str) -> bool:
+            """Act on one line typed at the prompt; False to leave."""
+            nonlocal running
+            command, _, rest = line.strip().partition(" ")
+            if command in ("/exit", "/quit"):
+                return False
+            if command == "/help":
+                say(HELP)
+            elif command == "/steer":
+                say("/steer TEXT works while a run is in progress", "yellow")
+            elif command == "/clear":
+                await agent.clear()
+                say("conversation cleared")
+            elif command == "/history":
+                history = await agent.history()
+                for message in history:
+                    console.print(Text(_describe(message)))
+                if not history:
+                    say("(empty)")
+            elif command.startswith("/"):
+                say(f"unknown command {command}; /help lists them", "yellow")
+            elif line.strip():
+                running = True
+                nursery.start_soon(one_run, line.strip(), send.clone())
+            return True
+
+        async def idle() -> bool:
+            """Run the lines that waited, until one starts a run; prompt when none is left. False to leave."""
+            while not running and waiting:
+                if not await handle(waiting.popleft()):
+                    return False
+            if not running:
+                if ended:
+                    return False
+                prompt()
+            return True
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_read_lines, send.clone())
-            nursery.start_soon(_read_signals, send)
+            nursery.start_soon(_read_signals, send.clone())
             prompt()
             async for kind, line in receive:
-                if kind == "eof":
-                    break
-                if kind == "sigint":
-                    if running is not None and not aborting:
-                        aborting = True
-                        console.print(Text("\naborting the run (Ctrl-C again exits)", style="yellow"))
-                        nursery.start_soon(agent.abort)
-                        continue
-                    if running is not None or armed:
+                if kind == "done":
+                    if not await idle():
                         break
-                    armed = True
-                    console.print(Text("\n(Ctrl-C again or Ctrl-D exits)", style="dim"))
-                    prompt()
-                    continue
-                armed = False
-                command, _, rest = line.strip().partition(" ")
-                if command == "/steer":
-                    if running is None or not rest.strip():
-                        console.print(Text("/steer TEXT works while a run is in progress", style="yellow"))
+                elif kind == "eof":
+                    ended = True
+                    if not running and not waiting:
+                        break
+                elif kind == "sigint":
+                    if running and not aborting:
+                        aborting = True
+                        waiting.clear()
+                        say("\naborting the run (Ctrl-C again exits)", "yellow")
+                        nursery.start_soon(agent.abort)
+                    elif running or armed:
+                        break
                     else:
+                        armed = True
+                        say("\n(Ctrl-C again or Ctrl-D exits)")
+                        prompt()
+                elif running:
+                    command, _, rest = line.strip().partition(" ")
+                    if command == "/steer" and rest.strip():
                         try:
                             await agent.steer(rest.strip())
                         except condukt.NotRunning:
-                            console.print(Text("the run already finished", style="yellow"))
-                    continue
-                if running is not None:
-                    if line.strip():
-                        console.print(Text("a run is in progress: /steer TEXT, or Ctrl-C to abort", style="yellow"))
-                    continue
-                if command in ("/exit", "/quit"):
-                    break
-                if command == "/help":
-                    console.print(Text(HELP, style="dim"))
-                elif command == "/clear":
-                    await agent.clear()
-                    console.print(Text("conversation cleared", style="dim"))
-                elif command == "/history":
-                    history = await agent.history()
-                    for message in history:
-                        console.print(Text(_describe(message)))
-                    if not history:
-                        console.print(Text("(empty)", style="dim"))
-                elif command.startswith("/"):
-                    console.print(Text(f"unknown command {command}; /help lists them", style="yellow"))
-                elif line.strip():
-                    await nursery.start(one_run, line.strip())
-                    continue
-                prompt()
+                            waiting.append(rest.strip())  # the run just ended: it becomes the next prompt
+                    elif line.strip():
+                        waiting.append(line)
+                else:
+                    armed = False
+                    if not await handle(line) or not await idle():
+                        break
             nursery.cancel_scope.cancel()
     console.print()
     return 0
