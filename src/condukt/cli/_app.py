@@ -346,5 +346,16 @@ def demo(
 
 
 def main() -> None:
-    """The ``condukt`` console script."""
-    app()
+    """The ``condukt`` console script: exits with the command's status; usage errors are one line (status 2)."""
+    try:
+        status = app(standalone_mode=False)
+    except typer.TyperException as exc:  # click's exceptions: a usage error, a bad parameter
+        context = getattr(exc, "ctx", None)
+        where = getattr(context, "command_path", "condukt")
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        if message.strip():  # empty when the help was shown instead (no arguments)
+            print(f"error: {' '.join(message.split())} (see: {where} --help)", file=sys.stderr)
+        sys.exit(getattr(exc, "exit_code", 2))
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(status if isinstance(status, int) else 0)
