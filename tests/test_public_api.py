@@ -35,23 +35,30 @@ TOP_LEVEL = {
 SUBPACKAGES = {
     "condukt.agent": {
         "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle",
-        "BoundOperation", "Busy", "Capability", "EventStream", "InvalidInput", "InvalidOutput",
-        "NoResultSubmitted", "NotRunning", "Operation", "Run", "RunTimeout", "Session", "Subagent",
-        "SubagentSupervisor", "UnknownOperation", "UsageLimitExceeded", "UsageLimits", "operation", "operations_of",
+        "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail", "InvalidInput",
+        "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunResult",
+        "RunTimeout", "Session", "Subagent", "SubagentSupervisor", "UnknownApproval", "UnknownOperation",
+        "UsageLimitExceeded", "UsageLimits", "operation", "operations_of",
         "run", "run_operation",
     },
     "condukt.tools": {
         "AGENT_DEFAULT", "DEFAULT_SANDBOX", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Isolate", "Read", "Tool",
-        "ToolContext", "ToolError", "Write", "coding_tools", "read_only_tools", "render_result",
+        "ToolContext", "ToolError", "ToolSet", "ToolSource", "ToolSourceContext", "Write", "coding_tools", "read_only_tools", "render_result",
         "resolve_tools", "tool",
     },
     "condukt.schema": {"Schema", "is_structured_type", "schema_for"},
-    "condukt.asyncio": {"Handle", "Node", "Stream", "open_node", "run"},
+    "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
+    "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
+    "condukt.web": {"SessionsFull", "create_app"},
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
         "SandboxError", "redact_host_credentials",
     },
     "condukt.providers.lowlevel": {"HttpModel", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"},
+    "condukt.mcp": {
+        "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
+        "server_for", "sse", "stdio",
+    },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
     "condukt.cli": {"JsonPrinter", "Renderer", "app", "main"},
 }  # fmt: skip
@@ -102,7 +109,8 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
 PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
-    "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server",
+    "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
+    "condukt.lifespan", "condukt.web", "condukt.events",
 ]  # fmt: skip
 
 

@@ -167,6 +167,11 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
+    # An optional extra, imported on first use: `condukt.mcp.stdio(...)` works after `import condukt`.
+    if name == "mcp":
+        import importlib
+
+        return importlib.import_module("condukt.mcp")
     # A deprecation path for the names that moved to their subpackages.
     module = _MOVED.get(name)
     if module is None:

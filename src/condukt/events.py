@@ -12,6 +12,8 @@ __all__ = [
     "AgentEnd",
     "AgentEvent",
     "AgentStart",
+    "ApprovalDecided",
+    "ApprovalRequested",
     "Done",
     "Error",
     "Event",
@@ -79,6 +81,31 @@ class ToolCallEnd:
     result: str
     is_error: bool
     duration: float
+
+
+@attrs.frozen
+class ApprovalRequested:
+    """A tool call waits for a person: ``agent.approve(call_id)`` or ``agent.deny(call_id, reason)``.
+
+    ``arguments`` are scrubbed like every event (secret values and redactor
+    matches replaced). ``expires_at`` is the unix time the request is denied
+    at (``approval_timeout``), or None. See ``docs/approvals.md``.
+    """
+
+    call_id: str
+    tool: str
+    arguments: Any
+    expires_at: float | None = None
+
+
+@attrs.frozen
+class ApprovalDecided:
+    """A pending approval was decided: approved, denied (``reason`` goes to the model) or expired."""
+
+    call_id: str
+    tool: str
+    approved: bool
+    reason: str = ""
 
 
 @attrs.frozen
@@ -154,6 +181,8 @@ Event = Union[
     ThinkingDelta,
     ToolCallStart,
     ToolCallEnd,
+    ApprovalRequested,
+    ApprovalDecided,
     TurnEnd,
     Retry,
     MaxTurnsReached,
@@ -165,15 +194,17 @@ Event = Union[
 ]
 
 
-def to_json(event: Event) -> str:
-    """One line of JSON for ``event``: its fields plus a ``"type"`` tag (``"text_delta"``, ``"done"``...).
+def to_json(event: Event) -> dict[str, Any]:
+    """The JSON shape of ``event``: its fields, plus ``"type"`` naming its class in snake case.
 
-    The one event format of condukt's surfaces (``condukt run --json``, the
-    HTTP endpoint's event streams): written by the one cattrs converter of
-    :mod:`condukt.serialization`, so ``serialization.loads(line, Event)``
-    reads it back into the same class. Nested events (``SubagentEvent``,
-    ``AgentEvent``) are tagged the same way.
+    ``{"type": "text_delta", "text": "Hel"}``, ``{"type": "done", "status":
+    "completed"}``... (every shape is listed in ``docs/http.md``). This is
+    what the HTTP endpoint sends as each SSE event's data, the ``type``
+    being the SSE event name; it is produced by the one cattrs converter of
+    :mod:`condukt.serialization`, so ``condukt.serialization.structure(data,
+    condukt.events.Event)`` reads it back. Never raises for an event.
     """
-    from .serialization import dumps  # serialization imports this module
+    from .serialization import unstructure  # serialization imports this module
 
-    return dumps(event, Event)
+    data: dict[str, Any] = unstructure(event, Event)
+    return data

@@ -15,9 +15,11 @@ import attrs
 
 __all__ = [
     "AssistantMessage",
+    "Citation",
     "ContentBlock",
     "ImageBlock",
     "Message",
+    "ProviderBlock",
     "StopReason",
     "TextBlock",
     "ThinkingBlock",
@@ -30,10 +32,27 @@ __all__ = [
 
 
 @attrs.frozen
+class Citation:
+    """A source the model cited for a text block (web search results, documents, URLs).
+
+    ``kind`` is the provider's own name for it (Anthropic's
+    ``web_search_result_location``, ``char_location``, ``page_location``...;
+    OpenAI's ``url_citation``); ``cited_text`` the passage quoted, when the
+    provider gives it; ``url`` and ``title`` the source, when it has them.
+    """
+
+    kind: str
+    cited_text: str | None = None
+    url: str | None = None
+    title: str | None = None
+
+
+@attrs.frozen
 class TextBlock:
-    """Plain text."""
+    """Plain text, with the :class:`Citation` s the provider attached to it, if any."""
 
     text: str
+    citations: tuple[Citation, ...] = ()
 
 
 @attrs.frozen
@@ -60,11 +79,15 @@ class ThinkingBlock:
     ``redacted`` holds reasoning the provider encrypted instead of showing
     (Anthropic's ``redacted_thinking``; ``thinking`` is then empty): it is
     kept only to be sent back unchanged, as the provider requires.
+    ``provider`` names the protocol whose token ``signature`` is when it is
+    not Anthropic's (``"gemini"``: a thought signature, which may come with
+    no thinking text), so each protocol sends back only its own tokens.
     """
 
     thinking: str
     signature: str | None = None
     redacted: str | None = None
+    provider: str | None = None
 
 
 @attrs.frozen
@@ -81,7 +104,22 @@ class ToolCall:
     arguments: Any = attrs.field(factory=dict)
 
 
-ContentBlock = Union[TextBlock, ImageBlock, ThinkingBlock, ToolCall]
+@attrs.frozen
+class ProviderBlock:
+    """A block only its provider understands, kept to be sent back to it as it came.
+
+    Anthropic's server tools (``server_tool_use``, ``web_search_tool_result``,
+    ``code_execution_tool_result``...) run on Anthropic's side: the agent
+    does not run them, but the conversation must carry them. ``data`` is the
+    block's JSON text, ``kind`` its ``type``; other providers leave it out.
+    """
+
+    provider: str
+    kind: str
+    data: str
+
+
+ContentBlock = Union[TextBlock, ImageBlock, ThinkingBlock, ToolCall, ProviderBlock]
 
 
 @attrs.frozen

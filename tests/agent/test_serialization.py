@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import typing
 from typing import Any
 
@@ -14,6 +15,8 @@ from condukt.events import (
     AgentEnd,
     AgentEvent,
     AgentStart,
+    ApprovalDecided,
+    ApprovalRequested,
     Done,
     Error,
     Event,
@@ -29,9 +32,11 @@ from condukt.events import (
 )
 from condukt.messages import (
     AssistantMessage,
+    Citation,
     ContentBlock,
     ImageBlock,
     Message,
+    ProviderBlock,
     TextBlock,
     ThinkingBlock,
     ToolCall,
@@ -48,7 +53,9 @@ IMAGE = ImageBlock.from_bytes(b"\x89PNG\r\n\x1a\nfake", "image/png")
 ASSISTANT = AssistantMessage(
     (
         ThinkingBlock("hmm", signature="sig=="),
-        TextBlock("Looking."),
+        ThinkingBlock("", signature="gemini-sig", provider="gemini"),
+        TextBlock("Looking.", (Citation("web_search_result_location", "the quote", "https://example.com/a", "A page"),)),
+        ProviderBlock("anthropic", "server_tool_use", '{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"q"}}'),
         ToolCall("c1", "read", {"path": "a.txt", "nested": {"list": [1, 2.5, None, True]}}),
         ToolCall("c2", "read", "{not json"),
     ),
@@ -70,6 +77,8 @@ EVENTS: list[Any] = [
     ThinkingDelta("hmm"),
     ToolCallStart("c1", "read", {"path": "a.txt"}),
     ToolCallEnd("c1", "read", "contents", False, 0.25),
+    ApprovalRequested("c2", "deploy", {"env": "prod"}, 1760000000.0),
+    ApprovalDecided("c2", "deploy", False, "not on a Friday"),
     TurnEnd(1, ASSISTANT),
     Retry("anthropic", 2, "overloaded", 1.5),
     MaxTurnsReached(50),
@@ -102,6 +111,14 @@ def test_events_round_trip(event: Any) -> None:
     assert back == event and type(back) is type(event)
 
 
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+def test_to_json_is_the_tagged_json_shape_and_reads_back(event: Any) -> None:
+    data = condukt.events.to_json(event)
+    assert json.loads(json.dumps(data)) == data  # plain JSON
+    assert data["type"] == re.sub(r"(?<!^)(?=[A-Z])", "_", type(event).__name__).lower()  # TextDelta: text_delta
+    assert serialization.structure(data, Event) == event
+
+
 @pytest.mark.parametrize("block", ASSISTANT.content + (IMAGE,), ids=lambda b: type(b).__name__)
 def test_content_blocks_round_trip(block: Any) -> None:
     assert serialization.loads(serialization.dumps(block, ContentBlock), ContentBlock) == block
@@ -110,7 +127,7 @@ def test_content_blocks_round_trip(block: Any) -> None:
 def test_json_is_tagged_with_a_type_field() -> None:
     data = json.loads(serialization.dumps(ASSISTANT, Message))
     assert data["type"] == "assistant"
-    assert [b["type"] for b in data["content"]] == ["thinking", "text", "tool_call", "tool_call"]
+    assert [b["type"] for b in data["content"]] == ["thinking", "thinking", "text", "provider", "tool_call", "tool_call"]
     assert json.loads(serialization.dumps(TurnEnd(1, ASSISTANT), Event))["type"] == "turn_end"
     assert json.loads(serialization.dumps(MESSAGES[2], Message))["type"] == "tool_result"
     assert json.loads(serialization.dumps(IMAGE, ContentBlock))["type"] == "image"

@@ -84,3 +84,70 @@ def test_options_are_checked() -> None:
     with pytest.raises(ValueError, match="prices must be"):
         UsageLimits(max_cost=1.0, prices=(1.0,))  # type: ignore[arg-type]
     assert repr(UsageLimits(max_requests=3)) == "UsageLimits(max_requests=3)"
+
+
+async def test_an_agent_token_budget_spans_runs_and_refuses_a_run_once_spent() -> None:
+    budget = UsageLimits(max_total_tokens=250, per="agent")
+    model = FunctionModel(lambda request: reply("ok", usage=Usage(80, 20)))
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, capabilities=[budget], load_project_instructions=False)
+        assert await agent.run("one") == "ok"
+        assert await agent.run("two") == "ok"
+        with pytest.raises(UsageLimitExceeded, match="the agent used 300") as caught:
+            await agent.run("three")  # its response takes the agent over 250
+        assert (caught.value.limit, caught.value.per) == ("max_total_tokens", "agent")
+        with pytest.raises(UsageLimitExceeded):
+            await agent.run("four")  # spent: refused before any request
+        history = await agent.history()
+    assert len(model.requests) == 3
+    # Consistent: completed turns only (the third run's turn completed before the check), none of "four".
+    assert [m.text for m in history] == ["one", "ok", "two", "ok", "three", "ok"]
+    assert budget.used()["max_total_tokens"] == 300
+
+
+async def test_max_tool_calls_stops_before_the_calls_run() -> None:
+    ran: list[int] = []
+
+    @condukt.tool
+    def step(n: int) -> str:
+        """A step."""
+        ran.append(n)
+        return "done"
+
+    def respond(request: Any) -> Any:
+        turn = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+        return [ToolCall(f"c{turn}{i}", "step", {"n": turn * 10 + i}) for i in range(2)]
+
+    async with condukt.open_node() as node:
+        agent = await node.spawn(
+            condukt.Agent,
+            model=FunctionModel(lambda r: AssistantMessage(tuple(respond(r)))),
+            tools=[step],
+            capabilities=[UsageLimits(max_tool_calls=3)],
+            load_project_instructions=False,
+        )
+        with pytest.raises(UsageLimitExceeded, match="max_tool_calls=3"):
+            await agent.run("go")
+        history = await agent.history()
+    assert sorted(ran) == [0, 1]  # the second turn's two calls would have made four
+    assert [type(m).__name__ for m in history] == ["UserMessage", "AssistantMessage", "ToolResultMessage", "ToolResultMessage"]
+
+
+async def test_max_duration_cancels_the_request_in_flight(autojump_clock: Any) -> None:
+    model = FunctionModel(lambda request: reply("late", delay=100))
+    async with condukt.open_node() as node:
+        agent = await node.spawn(
+            condukt.Agent, model=model, capabilities=[UsageLimits(max_duration=30)], load_project_instructions=False
+        )
+        with pytest.raises(UsageLimitExceeded, match="max_duration=30"):
+            await agent.run("slow", timeout=None)
+        assert await agent.history() == ()
+
+
+def test_bad_budget_values_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_tool_calls"):
+        UsageLimits(max_tool_calls=0)
+    with pytest.raises(ValueError, match="max_duration"):
+        UsageLimits(max_duration=-1)
+    with pytest.raises(ValueError, match="per"):
+        UsageLimits(per="node")  # type: ignore[arg-type]

@@ -9,12 +9,14 @@ from condukt.events import Event
 from condukt.testing.server import ProtocolServer
 
 PROTOCOLS = ("anthropic", "openai")
+#: With Gemini, for the tests that hold for every protocol alike.
+ALL_PROTOCOLS = (*PROTOCOLS, "gemini", "openai-responses")
 API_KEY = "test-key-0123456789"
 
 
 def base_url(server: ProtocolServer, protocol: str) -> str:
-    """Anthropic's base URL is the host; OpenAI-compatible ones include ``/v1``."""
-    return server.url if protocol == "anthropic" else server.url + "/v1"
+    """Anthropic's and Gemini's base URL is the host; OpenAI-compatible ones include ``/v1``."""
+    return server.url + "/v1" if protocol.startswith("openai") else server.url
 
 
 async def spawn(

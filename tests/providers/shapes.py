@@ -12,7 +12,18 @@ import copy
 import json
 from typing import Any
 
-from condukt.testing.server import Reply, ToolUse, anthropic_body, anthropic_frames, openai_body, openai_frames
+from condukt.testing.server import (
+    Reply,
+    ToolUse,
+    anthropic_body,
+    anthropic_frames,
+    gemini_body,
+    gemini_frames,
+    openai_body,
+    openai_frames,
+    responses_body,
+    responses_frames,
+)
 
 Path = tuple[Any, ...]
 
@@ -70,6 +81,28 @@ def openai_template(streamed: bool) -> list[tuple[str, Any]]:
     return out
 
 
+def gemini_template(streamed: bool) -> list[tuple[str, Any]]:
+    """As :func:`anthropic_template`, for Gemini's ``generateContent`` (usage with cached and thought tokens)."""
+    if not streamed:
+        body = gemini_body(FULL, "gemini-test")
+        body["usageMetadata"].update(cachedContentTokenCount=2, thoughtsTokenCount=3)
+        return [("", body)]
+    return [("", json.loads(frame.decode().removeprefix("data: "))) for frame in gemini_frames(FULL, "gemini-test")]
+
+
+def responses_template(streamed: bool) -> list[tuple[str, Any]]:
+    """As :func:`anthropic_template`, for the OpenAI Responses API (cached tokens in the usage)."""
+    if not streamed:
+        body = responses_body(FULL, "gpt-test")
+        body["usage"]["input_tokens_details"]["cached_tokens"] = 2
+        return [("", body)]
+    out = []
+    for frame in responses_frames(FULL, "gpt-test"):
+        head, data = frame.decode().split("\ndata: ", 1)
+        out.append((head.removeprefix("event: "), json.loads(data)))
+    return out
+
+
 def paths(value: Any, prefix: Path = ()) -> list[Path]:
     """Every path in ``value``: the root, each key of each object and each index of each array."""
     out = [prefix]
@@ -116,7 +149,7 @@ def dumps(document: Any) -> bytes:
 def frame(protocol: str, event: str, document: Any) -> bytes:
     """One SSE frame (``document`` may be ``"[DONE]"`` or a :class:`Raw` body)."""
     data = document.encode() if isinstance(document, str) else dumps(document)
-    head = b"event: " + event.encode() + b"\n" if protocol == "anthropic" and event else b""
+    head = b"event: " + event.encode() + b"\n" if protocol in ("anthropic", "openai-responses") and event else b""
     return head + b"data: " + data + b"\n\n"
 
 

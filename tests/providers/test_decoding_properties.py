@@ -15,6 +15,7 @@ the dedicated run sets it higher, e.g. 10000 for 10,000 per protocol and mode::
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -26,6 +27,7 @@ from condukt import serialization
 from condukt.events import TextDelta, ThinkingDelta
 from condukt.messages import (
     AssistantMessage,
+    ProviderBlock,
     StopReason,
     TextBlock,
     ThinkingBlock,
@@ -33,7 +35,14 @@ from condukt.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from condukt.providers import AnthropicModel, ModelRequest, OpenAIModel, ProviderError
+from condukt.providers import (
+    AnthropicModel,
+    GeminiModel,
+    ModelRequest,
+    OpenAIModel,
+    OpenAIResponsesModel,
+    ProviderError,
+)
 from condukt.providers.lowlevel import HttpModel
 
 from . import shapes
@@ -52,7 +61,12 @@ WORDS = [
     "thinking_delta", "signature_delta", "message_start", "message_delta", "message_stop", "content_block_start",
     "content_block_delta", "content_block_stop", "ping", "error", "overloaded_error", "server_error",
     "rate_limit_exceeded", "insufficient_quota", "stop", "length", "tool_calls", "content_filter", "refusal",
-    "pause_turn", "end_turn", "max_tokens", "[DONE]", "function", "", "429", "503",
+    "pause_turn", "end_turn", "max_tokens", "[DONE]", "function", "", "429", "503", "candidates", "content",
+    "parts", "functionCall", "thought", "thoughtSignature", "inlineData", "finishReason", "STOP", "SAFETY",
+    "MAX_TOKENS", "promptFeedback", "blockReason", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "response.completed",
+    "response.incomplete", "response.failed", "response.output_item.done", "response.output_text.delta",
+    "response.reasoning_summary_text.delta", "message", "function_call", "reasoning", "output_text", "completed",
+    "incomplete", "failed", "max_output_tokens",
 ]  # fmt: skip
 RAW = [
     "1e999", "-1e999", "Infinity", "-Infinity", "NaN", "9" * 5000, "-0", "1.5", "12.0", '"abc"', '"\\ud800"',
@@ -87,15 +101,22 @@ replacements = (
 def model(protocol: str) -> HttpModel:
     if protocol == "anthropic":
         return AnthropicModel("claude-test", api_key="k", base_url="http://127.0.0.1:9", stream=True)
+    if protocol == "gemini":
+        return GeminiModel("gemini-test", api_key="k", base_url="http://127.0.0.1:9", stream=True)
+    if protocol == "openai-responses":
+        return OpenAIResponsesModel("gpt-test", api_key="k", base_url="http://127.0.0.1:9/v1", stream=True)
     return OpenAIModel("gpt-test", api_key="k", base_url="http://127.0.0.1:9/v1", stream=True)
 
 
-MODELS = {protocol: model(protocol) for protocol in ("anthropic", "openai")}
-TEMPLATES = {
-    (protocol, streamed): (shapes.anthropic_template if protocol == "anthropic" else shapes.openai_template)(streamed)
-    for protocol in ("anthropic", "openai")
-    for streamed in (False, True)
+PROTOCOLS = ("anthropic", "openai", "gemini", "openai-responses")
+MODELS = {protocol: model(protocol) for protocol in PROTOCOLS}
+_TEMPLATE = {
+    "anthropic": shapes.anthropic_template,
+    "openai": shapes.openai_template,
+    "gemini": shapes.gemini_template,
+    "openai-responses": shapes.responses_template,
 }
+TEMPLATES = {(protocol, streamed): _TEMPLATE[protocol](streamed) for protocol in PROTOCOLS for streamed in (False, True)}
 
 
 def check_message(model: HttpModel, message: AssistantMessage) -> None:
@@ -113,6 +134,8 @@ def check_message(model: HttpModel, message: AssistantMessage) -> None:
             assert type(block.thinking) is str
             assert block.signature is None or type(block.signature) is str
             assert block.redacted is None or type(block.redacted) is str
+        elif type(block) is ProviderBlock:  # a server tool's block, kept as JSON to send back
+            assert type(block.kind) is str and block.kind and type(json.loads(block.data)) is dict
         else:
             assert type(block) is ToolCall
             assert type(block.id) is str and block.id and type(block.name) is str and block.name
@@ -179,7 +202,7 @@ def broken_stream(draw: st.DrawFn, protocol: str) -> list[bytes]:
     return split(data, cuts)
 
 
-@pytest.mark.parametrize("protocol", ["anthropic", "openai"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_templates_decode(protocol: str) -> None:
     [(_, body)] = TEMPLATES[protocol, False]
     message = MODELS[protocol].decode_response(shapes.dumps(body))
@@ -189,21 +212,21 @@ def test_the_templates_decode(protocol: str) -> None:
     assert "".join(d.text for d in deltas if type(d) is TextDelta) == "Hello there, world"
 
 
-@pytest.mark.parametrize("protocol", ["anthropic", "openai"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @DECODING
 @given(data=st.data())
 def test_any_body_is_a_message_or_a_provider_error(protocol: str, data: st.DataObject) -> None:
     decode_once(protocol, False, data.draw(broken_body(protocol)))
 
 
-@pytest.mark.parametrize("protocol", ["anthropic", "openai"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @DECODING
 @given(data=st.data())
 def test_any_stream_is_a_message_or_a_provider_error(protocol: str, data: st.DataObject) -> None:
     decode_once(protocol, True, None, data.draw(broken_stream(protocol)))
 
 
-@pytest.mark.parametrize("protocol", ["anthropic", "openai"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @DECODING
 @given(value=json_values)
 def test_any_json_document_is_a_message_or_a_provider_error(protocol: str, value: Any) -> None:

@@ -22,11 +22,12 @@ from condukt.providers import (
 )
 from condukt.testing.server import Disconnect, Fault, Malformed, ProtocolServer, Slow, Status, reply
 
-from .helpers import API_KEY, PROTOCOLS, collect, spawn
+from .helpers import ALL_PROTOCOLS, API_KEY, collect, spawn
 
-both = pytest.mark.parametrize("protocol", PROTOCOLS)
-# Frames before the first text delta (anthropic: message_start, ping, block start; openai: role chunk).
-BEFORE_TEXT = {"anthropic": 3, "openai": 1}
+both = pytest.mark.parametrize("protocol", ALL_PROTOCOLS)
+# Frames before the first text delta (anthropic: message_start, ping, block start; openai: role chunk;
+# gemini: none, each frame is a response with the next parts).
+BEFORE_TEXT = {"anthropic": 3, "openai": 1, "gemini": 0, "openai-responses": 2}
 
 
 @both
@@ -64,7 +65,8 @@ async def test_400_fails_at_once_with_the_providers_message(node: condukt.Node, 
     error = info.value
     assert error.status_code == 400 and error.provider == protocol
     assert "messages.0.content: Field required" in str(error)
-    assert str(error).startswith(f"{protocol}: HTTP 400 invalid_request_error")
+    error_type = "INVALID_ARGUMENT" if protocol == "gemini" else "invalid_request_error"
+    assert str(error).startswith(f"{protocol}: HTTP 400 {error_type}")
     assert error.request_id == "req_local"
 
 
@@ -113,7 +115,7 @@ async def test_a_dropped_stream_fails_the_run_and_leaves_no_partial_answer(
 
 @both
 async def test_a_stream_cut_before_any_content_is_retried(node: condukt.Node, server: ProtocolServer, protocol: str) -> None:
-    server.add(Fault(reply("lost"), after=1, kind="drop"), reply("Second time lucky."))
+    server.add(Fault(reply("lost"), after=min(1, BEFORE_TEXT[protocol]), kind="drop"), reply("Second time lucky."))
     agent = await spawn(node, server, protocol)
     assert await agent.run("hi") == "Second time lucky."
     assert len(server.requests) == 2
@@ -121,8 +123,9 @@ async def test_a_stream_cut_before_any_content_is_retried(node: condukt.Node, se
 
 @both
 async def test_an_sse_error_event_before_content_is_retried(node: condukt.Node, server: ProtocolServer, protocol: str) -> None:
-    error_type = "overloaded_error" if protocol == "anthropic" else "server_error"
-    server.add(Fault(reply("x"), after=1, kind="error", error_type=error_type, message="Overloaded"), reply("ok"))
+    error_type = {"anthropic": "overloaded_error", "openai": "server_error", "gemini": "UNAVAILABLE", "openai-responses": "server_error"}[protocol]
+    after = min(1, BEFORE_TEXT[protocol])
+    server.add(Fault(reply("x"), after=after, kind="error", error_type=error_type, message="Overloaded"), reply("ok"))
     agent = await spawn(node, server, protocol)
     events, stream = await collect(agent, "hi")
     assert stream.result == "ok"

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 import condukt
+from condukt import telemetry
 from condukt.events import AgentEnd
 from condukt.testing.server import ProtocolServer, Raw, reply
 
@@ -68,3 +71,32 @@ async def test_usage_reports_cache_reads_and_writes(node: condukt.Node, server: 
     [end] = [e for e in events if isinstance(e, AgentEnd)]
     assert stream.result == "cached"
     assert (end.usage.cache_read_tokens, end.usage.cache_write_tokens) == (2048, 256)
+
+
+async def test_telemetry_reports_cache_reads_and_writes(node: condukt.Node, server: ProtocolServer) -> None:
+    body = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
+        "content": [{"type": "text", "text": "cached"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 12, "output_tokens": 3, "cache_read_input_tokens": 2048, "cache_creation_input_tokens": 256},
+    }  # fmt: skip
+    server.add(Raw(json.dumps(body).encode(), content_type="application/json"))
+    agent = await spawn(node, server, "anthropic", stream=False)
+    seen: list[telemetry.TelemetryEvent] = []
+    with telemetry.attached(seen.append):
+        await agent.run("go")
+    stops = {e.name[1]: e.measurements for e in seen if e.name[2] == "stop" and e.name[1] in ("llm", "run")}
+    for kind in ("llm", "run"):
+        assert (stops[kind]["input_tokens"], stops[kind]["cache_read_tokens"], stops[kind]["cache_write_tokens"]) == (12, 2048, 256)
+
+
+@pytest.mark.parametrize("prefix", ["openai", "openai-responses"])
+async def test_openai_prompt_cache_key(node: condukt.Node, server: ProtocolServer, prefix: str) -> None:
+    server.add(reply("one"), reply("two"))
+    agent = await spawn(node, server, prefix, model_options={"prompt_cache_key": "conversation-42"})
+    await agent.run("first")
+    plain = await spawn(node, server, prefix)
+    await plain.run("second")
+    assert server.requests[0].body["prompt_cache_key"] == "conversation-42"
+    assert "prompt_cache_key" not in server.requests[1].body
+    with pytest.raises(TypeError):
+        await spawn(node, server, prefix, model_options={"prompt_cache_key": 42})

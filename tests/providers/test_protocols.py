@@ -254,7 +254,7 @@ def without_cache_marks(value: Any) -> Any:
 
 
 async def test_models_resolve_by_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
-    for prefix in ("anthropic", "openai", "openrouter", "groq", "together"):
+    for prefix in ("anthropic", "openai", "openrouter", "groq", "together", "gemini"):
         monkeypatch.setenv(f"{prefix.upper()}_API_KEY", "from-env")
     models = {prefix: condukt.providers.resolve_model(f"{prefix}:m") for prefix in condukt.providers.registered_providers()}
     assert models["anthropic"].base_url == "https://api.anthropic.com"
@@ -264,6 +264,7 @@ async def test_models_resolve_by_prefix(monkeypatch: pytest.MonkeyPatch) -> None
     assert models["groq"].base_url == "https://api.groq.com/openai/v1"
     assert models["together"].base_url == "https://api.together.xyz/v1"
     assert models["vllm"].base_url == "http://localhost:8000/v1"
+    assert models["gemini"].base_url == "https://generativelanguage.googleapis.com"
     assert all(model.name == f"{prefix}:m" for prefix, model in models.items())
     monkeypatch.setenv("VLLM_BASE_URL", "http://gpu-box:9000/v1")
     assert condukt.providers.resolve_model("vllm:m").base_url == "http://gpu-box:9000/v1"

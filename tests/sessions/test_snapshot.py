@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 import condukt
-from condukt.messages import TextBlock, UserMessage
+from condukt.messages import TextBlock, ToolResultMessage, UserMessage
 from condukt.sessions import (
     SNAPSHOT_VERSION,
     CorruptSnapshot,
+    PendingApproval,
+    RunCheckpoint,
     Snapshot,
     SnapshotError,
     UnsupportedSnapshotVersion,
@@ -49,8 +52,10 @@ def test_document_is_one_versioned_ascii_json_object() -> None:
     assert text.isascii()
     doc = json.loads(text)
     assert next(iter(doc)) == "version"
-    assert doc["version"] == SNAPSHOT_VERSION == 1
+    assert doc["version"] == SNAPSHOT_VERSION == 2
+    assert doc["run"] is None
     assert set(doc) == {
+        "run",
         "version",
         "id",
         "messages",
@@ -78,6 +83,24 @@ def test_version_0_migrates_with_defaults() -> None:
     assert (snapshot.thinking_level, snapshot.created_at, snapshot.updated_at) == ("off", 0.0, 0.0)
     assert snapshot.version == SNAPSHOT_VERSION
     assert json.loads(encode(snapshot))["version"] == SNAPSHOT_VERSION
+
+
+#: A session as condukt wrote it before runs were checkpointed (format version 1).
+V1_DOCUMENT = {**V0_DOCUMENT, "version": 1, "thinking_level": "low", "created_at": 1.0, "updated_at": 2.0}
+
+
+def test_version_1_migrates_without_a_run_in_progress() -> None:
+    snapshot = decode(json.dumps(V1_DOCUMENT))
+    assert (snapshot.id, snapshot.thinking_level, snapshot.run) == ("old-session", "low", None)
+    assert snapshot.messages[1].text == "hello"
+
+
+def test_a_run_in_progress_round_trips() -> None:
+    result = ToolResultMessage("c1", "deploy", (TextBlock("deployed"),))
+    pending = PendingApproval("c2", "pay", {"amount": 3}, "s/1", 10.0, 70.0)
+    snapshot = attrs.evolve(full_snapshot(), run=RunCheckpoint("s/1", 0, 2, [result], [pending]))
+    assert decode(encode(snapshot)) == snapshot
+    assert json.loads(encode(snapshot))["run"]["approvals"][0]["call_id"] == "c2"
 
 
 def test_every_older_version_has_a_migration() -> None:

@@ -158,7 +158,7 @@ async def test_a_process_tool_past_its_timeout_is_killed_before_its_side_effect(
         start = time.monotonic()
         assert await agent.run("go") == "done"
         elapsed = time.monotonic() - start
-    assert elapsed < 1.2, f"the run took {elapsed:.2f} s"
+    assert elapsed < 1.45, f"the run took {elapsed:.2f} s"  # before the tool would have written (1.5 s)
     [result] = _results(model)
     assert result.text == "Error: tool 'write_later' timed out after 1 seconds"
     # The worker had started (it wrote its pid) and was killed.

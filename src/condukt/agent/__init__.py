@@ -18,12 +18,14 @@ from ._errors import (
     NoResultSubmitted,
     NotRunning,
     RunTimeout,
+    UnknownApproval,
     UnknownOperation,
 )
+from ._guardrails import GuardrailTripped, InputGuardrail, OutputGuardrail
 from ._handle import STREAM_BUFFER, AgentHandle, EventStream
 from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
-from ._run import Run
+from ._run import Run, RunResult
 from ._session import Session
 from ._subagents import Subagent, SubagentSupervisor
 from ._usage_limits import UsageLimitExceeded, UsageLimits
@@ -40,16 +42,21 @@ __all__ = [
     "Busy",
     "Capability",
     "EventStream",
+    "GuardrailTripped",
+    "InputGuardrail",
     "InvalidInput",
     "InvalidOutput",
     "NoResultSubmitted",
     "NotRunning",
     "Operation",
+    "OutputGuardrail",
     "Run",
+    "RunResult",
     "RunTimeout",
     "Session",
     "Subagent",
     "SubagentSupervisor",
+    "UnknownApproval",
     "UnknownOperation",
     "UsageLimitExceeded",
     "UsageLimits",

@@ -72,6 +72,10 @@ class Agent(Server):
     tool_timeout: ClassVar[float | None] = 300.0
     #: Seconds a follow-up run may take; ``None``: no limit.
     run_timeout: ClassVar[float | None] = 300.0
+    #: Seconds a tool call waits for ``approve``/``deny`` before it is denied; ``None``: no limit.
+    approval_timeout: ClassVar[float | None] = None
+    #: With a ``session_store``: a run interrupted by a crash continues when the agent restarts.
+    resume: ClassVar[bool] = False
     #: Refuse file-tool paths outside ``cwd`` (after resolving ``..`` and symlinks).
     confine_to_cwd: ClassVar[bool] = False
     #: Where tools run commands and which paths they may touch

@@ -12,7 +12,7 @@ over empty tuples for the rest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..messages import AssistantMessage, ToolCall, ToolResultMessage
@@ -24,7 +24,10 @@ if TYPE_CHECKING:
     from ._run import Run
     from ._session import Session
 
-__all__ = ["HOOKS", "NO_HOOKS", "Capability", "Hooks"]
+__all__ = ["HOOKS", "NO_HOOKS", "Capability", "Hooks", "SendRequest"]
+
+#: What ``wrap_model_request`` calls to send a request on (the next wrapper, or the model).
+SendRequest = Callable[[ModelRequest], Awaitable[AssistantMessage]]
 
 
 class Capability:
@@ -43,11 +46,15 @@ class Capability:
     ``tools(session)``          after setup: extra tools this capability offers the model.
     ``run_started(run)``        a run began (its prompt is in the history).
     ``prepare_request(run, r)`` before each model request: return the request to send.
+    ``wrap_model_request(run,   async, around each model request: call ``send(request)`` (or not),
+    request, send)``            return the response; raise an AgentError to fail the run.
     ``model_started(run)``      a model request is about to be made.
     ``model_finished(run, m,    it returned ``m`` (an AssistantMessage), or failed with ``error``
     error)``                    (``m`` None; cancellation included).
     ``intercept_tool_call(run,  before the turn's tool calls run, in call order: return a
     call)``                     ToolResultMessage to answer the call yourself, or None.
+    ``gate_tool_call(run,       async, in the call's own task (the turn's other calls go on): may
+    call)``                     wait (an approval), return a ToolResultMessage to answer it, or None.
     ``tool_started(run, call)`` a tool call is about to run.
     ``tool_finished(run, call,  it ended: ``result`` is what the model sees; ``error`` the
     result, error, duration)``  exception if the tool crashed or was cancelled.
@@ -55,9 +62,12 @@ class Capability:
                                 return True to end the run now; raise an AgentError to fail it.
     ``finish(run, value)``      the run succeeded with ``value`` (the final text, or what an earlier
                                 hook made of it): return the run's result.
+    ``review_result(run,        async, after ``finish``: return the result (or a replacement);
+    value)``                    raise an AgentError to fail the run.
     ``after_run(run, failure)`` the run ended (``failure`` None on success) and the history holds
                                 only completed turns; async, before ``Done``.
-    ``history_changed(session)`` after every turn, run, clear and compaction: persist it.
+    ``history_changed(session)`` after every turn, run, clear and compaction: persist it (also mid-turn
+                                while a call waits for approval; see ``session.checkpoint()``).
     ``scrub(text)``             text bound for the model, the history, events or telemetry:
                                 return it without what must not leave the agent.
     ``stop(session, reason)``   the agent is exiting (within its shutdown budget).
@@ -82,6 +92,16 @@ class Capability:
         """The request to send instead of ``request`` (the default sends it unchanged)."""
         return request
 
+    async def wrap_model_request(self, run: Run, request: ModelRequest, send: SendRequest) -> AssistantMessage:
+        """Around one model request: ``return await send(request)`` is the default.
+
+        Wrappers nest in capability order (the first is outermost). Runs
+        inside the run: an abort or the run's timeout cancels it. An
+        :class:`~condukt.agent.AgentError` it raises fails the run (the
+        turn in flight is dropped).
+        """
+        return await send(request)
+
     def model_started(self, run: Run) -> None:
         """A model request is about to be made."""
 
@@ -90,6 +110,14 @@ class Capability:
 
     def intercept_tool_call(self, run: Run, call: ToolCall) -> ToolResultMessage | None:
         """Answer ``call`` instead of its tool (return None to let the tool run)."""
+        return None
+
+    async def gate_tool_call(self, run: Run, call: ToolCall) -> ToolResultMessage | None:
+        """Before ``call`` runs, in its own task: return a result to answer it instead, or None to run it.
+
+        It may wait (for a person, say) while the turn's other calls run.
+        The tool's timeout starts after it; the run's abort cancels it.
+        """
         return None
 
     def tool_started(self, run: Run, call: ToolCall) -> None:
@@ -111,6 +139,13 @@ class Capability:
 
     def finish(self, run: Run, value: Any) -> Any:
         """The run's result, given what the loop (or an earlier capability) made of it."""
+        return value
+
+    async def review_result(self, run: Run, value: Any) -> Any:
+        """The run's result after ``finish``, or a replacement; raise an AgentError to fail the run.
+
+        Runs inside the run: an abort or the run's timeout cancels it.
+        """
         return value
 
     async def after_run(self, run: Run, failure: BaseException | None) -> None:
@@ -141,13 +176,16 @@ HOOKS = (
     "tools",
     "run_started",
     "prepare_request",
+    "wrap_model_request",
     "model_started",
     "model_finished",
     "intercept_tool_call",
+    "gate_tool_call",
     "tool_started",
     "tool_finished",
     "after_turn",
     "finish",
+    "review_result",
     "after_run",
     "history_changed",
     "scrub",
@@ -164,13 +202,16 @@ class Hooks:
     tools: tuple[Any, ...]
     run_started: tuple[Any, ...]
     prepare_request: tuple[Any, ...]
+    wrap_model_request: tuple[Any, ...]
     model_started: tuple[Any, ...]
     model_finished: tuple[Any, ...]
     intercept_tool_call: tuple[Any, ...]
+    gate_tool_call: tuple[Any, ...]
     tool_started: tuple[Any, ...]
     tool_finished: tuple[Any, ...]
     after_turn: tuple[Any, ...]
     finish: tuple[Any, ...]
+    review_result: tuple[Any, ...]
     after_run: tuple[Any, ...]
     history_changed: tuple[Any, ...]
     scrub: tuple[Any, ...]

@@ -102,6 +102,8 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "max_turns": lambda v: check_count("max_turns", v),
     "tool_timeout": lambda v: check_seconds("tool_timeout", v),
     "run_timeout": lambda v: check_seconds("run_timeout", v),
+    "approval_timeout": lambda v: check_seconds("approval_timeout", v),
+    "resume": lambda v: check_bool("resume", v),
     "confine_to_cwd": lambda v: check_bool("confine_to_cwd", v),
     "sandbox": _instance_of("sandbox", Sandbox, "the condukt.sandbox.Sandbox interface (Local(), Bubblewrap(...))"),
     "max_tokens": lambda v: check_count("max_tokens", v, optional=True),
@@ -137,6 +139,8 @@ CLASS_ATTRIBUTES = frozenset(
         "max_turns",
         "tool_timeout",
         "run_timeout",
+        "approval_timeout",
+        "resume",
         "confine_to_cwd",
         "sandbox",
         "max_tokens",
@@ -173,6 +177,8 @@ class AgentConfig:
     max_turns: int
     tool_timeout: float | None
     run_timeout: float | None
+    approval_timeout: float | None
+    resume: bool
     confine_to_cwd: bool
     sandbox: Sandbox | None
     max_tokens: int | None

@@ -13,6 +13,7 @@ __all__ = [
     "NoResultSubmitted",
     "NotRunning",
     "RunTimeout",
+    "UnknownApproval",
     "UnknownOperation",
 ]
 
@@ -68,3 +69,12 @@ class NoResultSubmitted(AgentError):
 
 class UnknownOperation(AgentError, LookupError):
     """No operation of that name is declared on the agent class."""
+
+
+class UnknownApproval(AgentError, LookupError):
+    """No tool call with that id waits for approval (never asked, already decided, or expired)."""
+
+    def __init__(self, call_id: str) -> None:
+        super().__init__(f"no tool call {call_id!r} is waiting for approval")
+        #: The call id asked about.
+        self.call_id = call_id

@@ -15,11 +15,25 @@ from ..messages import ImageBlock, Message
 from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
 from ..otp.lowlevel import send_system, server_of
 from ..tools.read import IMAGE_TYPES
-from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, RunRequest, Steer
+from ._requests import (
+    AbortRun,
+    CancelRun,
+    Clear,
+    Compact,
+    Decide,
+    FollowUp,
+    GetApprovals,
+    GetHistory,
+    GetLastResult,
+    RunRequest,
+    Steer,
+)
 from ._structured import output_spec, render_input
 from ._validate import check_callable, check_count, check_seconds, check_str
 
 if TYPE_CHECKING:
+    from ..sessions import PendingApproval
+    from ._run import RunResult
     from ._session import Session
 
 __all__ = ["AgentHandle", "EventStream", "STREAM_BUFFER", "stop_quietly"]
@@ -282,6 +296,55 @@ class AgentHandle(Handle):
         merged = {k: v for k, v in session.config.options.items() if k not in _NOT_FOR_OPERATIONS}
         merged.update(options)
         return await run_operation(type(session.agent), name, input, **merged)
+
+    async def approve(self, call_id: str, *, timeout: float | None = 5.0) -> None:
+        """Let the tool call ``call_id`` (from :class:`~condukt.events.ApprovalRequested`) run.
+
+        Returns once the agent has the decision (the call then runs in the
+        waiting run). Raises :class:`UnknownApproval` if no call with that id
+        waits (never asked, already decided, expired), ``TypeError`` for a
+        non-str, :class:`~condukt.CallTimeout` after ``timeout``. Safe from
+        any task, including a tool of the same agent. Cancelling the caller
+        withdraws the decision if the agent had not read it yet.
+        """
+        check_str("call_id", call_id, optional=False)
+        await self.call(Decide(call_id, True), timeout=check_seconds("timeout", timeout))
+
+    async def deny(self, call_id: str, reason: str = "", *, timeout: float | None = 5.0) -> None:
+        """Refuse the tool call ``call_id``: the tool never runs and the model gets ``reason`` as its result.
+
+        ``reason`` is scrubbed like every text bound for the model. Raises
+        what :meth:`approve` raises. Cancelling the caller withdraws the
+        decision if the agent had not read it yet.
+        """
+        check_str("call_id", call_id, optional=False)
+        check_str("reason", reason, optional=False)
+        await self.call(Decide(call_id, False, reason), timeout=check_seconds("timeout", timeout))
+
+    async def pending_approvals(self, *, timeout: float | None = 5.0) -> tuple[PendingApproval, ...]:
+        """The tool calls waiting for :meth:`approve` / :meth:`deny`, oldest first.
+
+        Each is a :class:`~condukt.sessions.PendingApproval` (call id, tool,
+        scrubbed arguments, run id, request and expiry times). Answered at
+        once, also during a run. Raises :class:`~condukt.CallTimeout` after
+        ``timeout``. Cancelling the caller only stops the wait.
+        """
+        result: tuple[PendingApproval, ...] = await self.call(
+            GetApprovals(), timeout=check_seconds("timeout", timeout)
+        )
+        return result
+
+    async def last_result(self, *, timeout: float | None = 5.0) -> RunResult | None:
+        """How the last run that ended, ended (a :class:`RunResult`), or None if none has.
+
+        This is where the result of a run nobody waits for lands: a run
+        resumed after a restart, a follow-up. Its events (``AgentEnd``,
+        ``Done``) also reach node subscribers. The agent keeps only the
+        last one, in memory. Raises :class:`~condukt.CallTimeout` after
+        ``timeout``. Cancelling the caller only stops the wait.
+        """
+        result: RunResult | None = await self.call(GetLastResult(), timeout=check_seconds("timeout", timeout))
+        return result
 
     async def history(self, *, timeout: float | None = 5.0) -> tuple[Message, ...]:
         """The conversation: user, assistant and tool result messages, in order.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..events import AgentStart, MaxTurnsReached, TurnEnd, TurnStart
-from ..messages import TextBlock, UserMessage
+from ..messages import AssistantMessage, TextBlock, UserMessage
 from ..providers import ModelError
 from ._errors import Aborted, AgentError, RunTimeout
 from ._tool_calls import run_tool_calls
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ._run import Run
     from ._session import Session
 
-__all__ = ["run_turns"]
+__all__ = ["resumed_turn", "run_turns"]
 
 
 async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | None]:
@@ -39,7 +39,15 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     listened = session._listened
     max_turns = run.max_turns or session.config.max_turns
     prompt = session.scrub(run.prompt)
-    run.start = committed = len(messages)
+    resumed = run.resumed
+    in_flight = None
+    if resumed is None:
+        run.start = committed = len(messages)
+    else:  # a run restarted from its checkpoint: its prompt and completed turns are in the history
+        in_flight = resumed_turn(messages)
+        run.start = resumed.prompt_index
+        committed = len(messages) - (in_flight is not None)
+        run.turn = resumed.turn - (in_flight is not None)
     run.started_at = trio.current_time()
     value: Any = None
     failure: BaseException | None = None
@@ -48,7 +56,8 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
         scope.deadline = run.started_at + run.timeout
     with scope:
         try:
-            messages.append(UserMessage((TextBlock(prompt), *run.images)))
+            if resumed is None:
+                messages.append(UserMessage((TextBlock(prompt), *run.images)))
             if listened(run):  # events are built only for someone (checked each time: subscribers come and go)
                 await emit(AgentStart(session.id, prompt, run.id))
             for started in hooks.run_started:
@@ -59,15 +68,18 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                 run.turn += 1
                 if listened(run):
                     await emit(TurnStart(run.turn))
-                request = session._model_request(run)
-                if hooks.model_started or hooks.model_finished:
-                    response = await session._ask_model_watched(run, request)
-                else:  # the common case, without a coroutine in between
-                    response = await session.model.complete(request, emit)
-                run.usage = run.usage + response.usage
+                if in_flight is not None:  # resumed: finish the turn the checkpoint holds
+                    response, in_flight = in_flight, None
+                else:
+                    request = session._model_request(run)
+                    if hooks.model_started or hooks.model_finished or hooks.wrap_model_request:
+                        response = await session._ask_model_watched(run, request)
+                    else:  # the common case, without a coroutine in between
+                        response = await session.model.complete(request, emit)
+                    run.usage = run.usage + response.usage
+                    messages.append(response)
                 if response.text:
                     run.text = response.text
-                messages.append(response)
                 calls = response.tool_calls
                 if calls:
                     messages.extend(await run_tool_calls(session, run, calls))
@@ -93,6 +105,8 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
             value = run.text
             for finish in hooks.finish:
                 value = finish(run, value)
+            for review in hooks.review_result:
+                value = await review(run, value)
         except (AgentError, ModelError) as exc:
             failure = exc
     if run.aborted:  # also when it was too quick to reach a checkpoint after the abort
@@ -103,6 +117,14 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
         _roll_back(session, run, committed)
         return None, failure
     return value, None
+
+
+def resumed_turn(messages: list[Any]) -> AssistantMessage | None:
+    """The turn in flight at the end of a restored history: an assistant message that called tools."""
+    last = messages[-1] if messages else None
+    if type(last) is AssistantMessage and last.tool_calls:
+        return last
+    return None
 
 
 def _take_steers(session: Session, run: Run) -> None:
@@ -132,6 +154,7 @@ def _roll_back(session: Session, run: Run, committed: int) -> None:
     lifecycle makes them follow-ups unless the run was aborted).
     """
     messages = session.messages
+    committed = min(committed, len(messages))  # a capability may have dropped the last turn itself
     if committed > run.start and type(messages[committed - 1]) is not UserMessage:
         del messages[committed:]
     else:

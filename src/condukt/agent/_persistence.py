@@ -9,6 +9,7 @@ import attrs
 
 from ..sessions import SessionStore, Snapshot
 from ._capability import Capability
+from ._loop import resumed_turn
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -25,6 +26,11 @@ class Persistence(Capability):
     The key is ``session_store_key``, else ``id``, else the agent's
     registered name, else its session id. An empty history (after
     ``clear()``) deletes the snapshot.
+
+    The snapshot carries the run in progress (:class:`~condukt.sessions.RunCheckpoint`).
+    On restart it is resumed when it was waiting for approvals, or when the
+    agent has ``resume=True``; otherwise its turn in flight is dropped and
+    its completed turns stay in the history.
     """
 
     def __init__(self, store: SessionStore) -> None:
@@ -41,6 +47,11 @@ class Persistence(Capability):
         if snapshot is None:
             return
         session.messages[:] = snapshot.messages
+        run = snapshot.run
+        if run is not None and 0 <= run.prompt_index < len(session.messages) and (run.approvals or config.resume):
+            session.restored_run = run  # the session resumes it once started
+        elif resumed_turn(session.messages) is not None:
+            session.messages.pop()  # not resumed: the turn in flight goes, as after an abort
         if config.id is None:
             session.id = snapshot.id
         session.created_at = snapshot.created_at or session.created_at
@@ -60,15 +71,20 @@ class Persistence(Capability):
             await self.store.delete(self.key)
             return
         config = session.config
+        run = session.checkpoint()
+        messages = session.messages
+        if run is None and resumed_turn(messages) is not None:
+            messages = messages[:-1]  # a turn in flight is stored only with the checkpoint that finishes it
         await self.store.save(
             self.key,
             Snapshot(
                 id=session.id,
-                messages=tuple(session.messages),
+                messages=tuple(messages),
                 model=config.model if isinstance(config.model, str) else None,
                 thinking_level=config.thinking_level,
                 system_prompt=config.system_prompt,
                 created_at=session.created_at,
                 updated_at=time.time(),
+                run=run,
             ),
         )

@@ -12,6 +12,9 @@ from ..messages import ImageBlock
 __all__ = [
     "AbortRun",
     "CancelRun",
+    "Decide",
+    "GetApprovals",
+    "GetLastResult",
     "Clear",
     "Compact",
     "FollowUp",
@@ -87,3 +90,22 @@ class Clear:
 @attrs.frozen
 class Compact:
     """Run the compactor now (after the runs queued before it)."""
+
+
+@attrs.frozen
+class Decide:
+    """Approve or deny a tool call waiting for approval."""
+
+    call_id: str
+    approved: bool
+    reason: str = ""
+
+
+@attrs.frozen
+class GetApprovals:
+    """Ask for the tool calls waiting for approval."""
+
+
+@attrs.frozen
+class GetLastResult:
+    """Ask for the outcome of the last run that ended."""

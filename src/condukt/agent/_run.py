@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+import attrs
 import trio
 
 from ..messages import Usage
@@ -12,11 +13,29 @@ from ..otp import Caller
 
 if TYPE_CHECKING:
     from ..events import Event
+    from ..sessions import RunCheckpoint
     from ._capability import Hooks
     from ._requests import RunRequest
     from ._session import Session
 
-__all__ = ["Run"]
+__all__ = ["Run", "RunResult"]
+
+
+@attrs.frozen
+class RunResult:
+    """How a run ended: what ``agent.last_result()`` returns.
+
+    ``status`` is that of its :class:`~condukt.events.Done`; ``value`` the
+    result (final text or structured result) when it completed; ``error``
+    the exception it failed with (the one its caller got), else None. A run
+    whose caller is gone (resumed after a restart, a follow-up) ends here
+    too, and in the events its subscribers receive.
+    """
+
+    run_id: str
+    status: Literal["completed", "failed", "aborted", "timeout"]
+    value: Any = None
+    error: BaseException | None = None
 
 class Run:
     """The state of one run, from the moment the agent accepted it until its ``Done``.
@@ -25,7 +44,9 @@ class Run:
     ``state``, a dict a capability may keep per-run data in (under a key of
     its own). ``session`` is the agent's :class:`Session`; ``id`` is unique within the node; ``turn`` counts model
     requests from 1; ``usage`` sums the responses' usage so far; ``text`` is
-    the latest non-empty answer text.
+    the latest non-empty answer text; ``resumed`` the
+    :class:`~condukt.sessions.RunCheckpoint` a run restarted after a crash
+    continues from (None for a new run).
     """
 
     __slots__ = (
@@ -39,6 +60,7 @@ class Run:
         "on_event",
         "prompt",
         "request",
+        "resumed",
         "scope",
         "session",
         "sink",
@@ -90,6 +112,8 @@ class Run:
         #: Index of the run's prompt in the history (set when it starts).
         self.start = -1
         self.started_at = 0.0
+        #: The checkpoint this run resumes (after a restart), else None.
+        self.resumed: RunCheckpoint | None = None
 
     def emit(self, event: Event) -> Awaitable[None]:
         """Deliver ``event`` to the run's listeners (await the result).

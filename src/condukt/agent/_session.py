@@ -21,26 +21,42 @@ import trio
 
 from .. import telemetry
 from ..events import AgentEnd, AgentEvent, Done, Error, Event
-from ..messages import AssistantMessage, ImageBlock, Message, TextBlock, ToolDefinition
+from ..messages import AssistantMessage, ImageBlock, Message, TextBlock, ToolDefinition, UserMessage
 from ..otp import NO_REPLY, Caller, ExitReason
 from ..providers import Model, ModelRequest
 from ..secrets import NO_SECRETS, Secrets, resolve_secrets
-from ..tools import Tool, resolve_tools
-from ._capability import NO_HOOKS, Capability, Hooks
+from ..sessions import RunCheckpoint
+from ..tools import Tool, ToolSource, resolve_tools
+from ._approvals import Approvals
+from ._capability import NO_HOOKS, Capability, Hooks, SendRequest
 from ._compaction import Compaction
 from ._config import AgentConfig
-from ._errors import Aborted, Busy, NotRunning, RunTimeout
+from ._errors import Aborted, Busy, NotRunning, RunTimeout, UnknownApproval
 from ._ids import uuid7
 from ._instructions import ProjectInstructions
 from ._lifecycle import Lifecycle, State
 from ._persistence import Persistence
-from ._requests import AbortRun, CancelRun, Clear, Compact, FollowUp, GetHistory, RunRequest, Steer
-from ._run import Run
+from ._requests import (
+    AbortRun,
+    CancelRun,
+    Clear,
+    Compact,
+    Decide,
+    FollowUp,
+    GetApprovals,
+    GetHistory,
+    GetLastResult,
+    RunRequest,
+    Steer,
+)
+from ._resume import ResumeCheckpoints, Resumption
+from ._run import Run, RunResult
 from ._scrubbing import Scrubbing
 from ._structured import SUBMIT_RESULT, StructuredOutput
 from ._subagents import Subagents
 from ._telemetry import Telemetry
 from ._tool_calls import describe
+from ._tool_sources import ToolSources
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -68,7 +84,9 @@ class Session:
     ``secrets`` (:class:`~condukt.secrets.Secrets`), ``scrub(text)`` (and
     ``scrubs``, whether it changes anything), ``secret_env``,
     ``created_at``; after setup also ``model``, ``tools`` and
-    ``tool_definitions``.
+    ``tool_definitions``; ``checkpoint()`` (the run in progress, as a
+    snapshot stores it), ``restored_run`` (the checkpoint to resume after a
+    restart) and ``last_result`` (how the last run ended).
     """
 
     def __init__(self, agent: Agent, config: AgentConfig) -> None:
@@ -97,6 +115,11 @@ class Session:
         self._runs = 0
         self._event_hook = False
         self.scrubs = False
+        #: The run in progress when the restored snapshot was saved, to resume (set by persistence's setup).
+        self.restored_run: RunCheckpoint | None = None
+        self._approvals: Approvals | None = None
+        #: How the last run that ended, ended.
+        self.last_result: RunResult | None = None
 
     # ------------------------------------------------------------------ start and stop
 
@@ -121,26 +144,49 @@ class Session:
             builtin.append(Subagents(roles))
         if config.compactor is not None:
             builtin.append(Compaction(config.compactor))
+        tools = list(config.tools if config.tools is not None else agent.tools())
+        sources = [entry for entry in tools if isinstance(entry, ToolSource)]
+        if sources:
+            tools = [entry for entry in tools if not isinstance(entry, ToolSource)]
+            builtin.append(ToolSources(sources))
         extra = config.capabilities if config.capabilities is not None else agent.capabilities()
         for capability in extra:
             if not isinstance(capability, Capability):
                 raise TypeError(f"capabilities must be condukt.agent.Capability instances, got {capability!r}")
         self.capabilities = capabilities = [*builtin, *extra]
-        for capability in capabilities:
-            await capability.setup(self)
-        self.hooks = Hooks(capabilities) if capabilities else NO_HOOKS
-        self._set_scrub()
-        tools = list(config.tools if config.tools is not None else agent.tools())
-        for offer in self.hooks.tools:
-            tools.extend(offer(self))
-        resolved = resolve_tools(tools)
-        if any(tool.name == SUBMIT_RESULT for tool in resolved):
-            raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
-        self.tools = tuple(resolved)
-        self.tools_by_name = {tool.name: tool for tool in resolved}
-        self.tool_definitions = tuple(tool.definition() for tool in resolved)
-        self.model = self.config.resolved_model(self.node)
+        try:
+            for capability in capabilities:
+                await capability.setup(self)
+            self.hooks = Hooks(capabilities) if capabilities else NO_HOOKS
+            self._set_scrub()
+            for offer in self.hooks.tools:
+                tools.extend(offer(self))
+            resolved = resolve_tools(tools)
+            if any(tool.name == SUBMIT_RESULT for tool in resolved):
+                raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
+            self.tools = tuple(resolved)
+            self.tools_by_name = {tool.name: tool for tool in resolved}
+            self.tool_definitions = tuple(tool.definition() for tool in resolved)
+            self.model = self.config.resolved_model(self.node)
+        except BaseException:
+            # Tool sources hold connections (MCP servers): a failed start releases them.
+            for capability in builtin:
+                if isinstance(capability, ToolSources):
+                    with trio.CancelScope(shield=True):
+                        await capability.close()
+            raise
         self._event_hook = type(agent).handle_event is not _base_handle_event()
+        restored = self.restored_run
+        if any(tool.requires_approval is not False for tool in resolved) or (restored and restored.approvals):
+            # Known only once the tools resolve: added last, the hooks rebuilt.
+            self._approvals = Approvals(self, restored)
+            capabilities.append(self._approvals)
+            self.hooks = Hooks(capabilities)
+        if config.resume and config.session_store is not None:
+            capabilities.append(ResumeCheckpoints())
+            self.hooks = Hooks(capabilities)
+        if restored is not None:
+            self._lifecycle.submit(self._resumed_run(restored))
         if telemetry.enabled():
             Telemetry.agent_started(self)
 
@@ -200,7 +246,16 @@ class Session:
                 return lifecycle.submit_operation(self._clear, caller)
             if kind is Compact:
                 return lifecycle.submit_operation(self._compact, caller)
-        except (Busy, NotRunning) as exc:
+            if kind is Decide:
+                if self._approvals is None:
+                    raise UnknownApproval(request.call_id)
+                self._approvals.decide(request.call_id, request.approved, request.reason)
+                return None
+            if kind is GetApprovals:
+                return () if self._approvals is None else self._approvals.pending()
+            if kind is GetLastResult:
+                return self.last_result
+        except (Busy, NotRunning, UnknownApproval) as exc:
             caller.reply_error(exc)
             return NO_REPLY
         return NotImplemented
@@ -224,6 +279,31 @@ class Session:
             hooks = Hooks([extra, *self.capabilities, *([Telemetry(self)] if traced else [])])
         return Run(self, f"{self.id}/{self._runs}", request, caller, hooks)
 
+    def _resumed_run(self, checkpoint: RunCheckpoint) -> Run:
+        """The run a restored checkpoint describes, continued by this incarnation (nobody waits for it)."""
+        prompt = self.messages[checkpoint.prompt_index]
+        text = prompt.text if type(prompt) is UserMessage else ""
+        run = self._new_run(RunRequest(text, timeout=self.config.run_timeout), None)
+        run.id = checkpoint.run_id
+        run.resumed = checkpoint
+        run.hooks = Hooks([Resumption(checkpoint), *self.capabilities])
+        return run
+
+    def checkpoint(self) -> RunCheckpoint | None:
+        """The run in progress as a :class:`~condukt.sessions.RunCheckpoint` (None: no run, or a structured one).
+
+        A structured run (``output=``) is not checkpointed: its schema is
+        code, which a snapshot cannot hold.
+        """
+        lifecycle = self._lifecycle
+        run = lifecycle.current
+        if run is None or lifecycle.state is not State.RUNNING or run.start < 0 or run.structured:
+            return None
+        results, approvals = self._approvals.checkpoint(run) if self._approvals is not None else ((), ())
+        messages = self.messages
+        turns = sum(1 for i in range(run.start + 1, len(messages)) if type(messages[i]) is AssistantMessage)
+        return RunCheckpoint(run.id, run.start, turns, results, approvals)
+
     def _follow_up_run(self, text: str) -> Run:
         """A run for a follow-up (or a late steer): nobody waits for its answer."""
         return self._new_run(RunRequest(text, timeout=self.config.run_timeout), None)
@@ -235,6 +315,9 @@ class Session:
             await after(run, failure)
         for changed in hooks.history_changed:
             await changed(self)
+        self.last_result = RunResult(
+            run.id, "completed" if failure is None else _status_of(failure), value if failure is None else None, failure
+        )
         emit = run.emit
         if not self._listened(run):
             return
@@ -257,12 +340,15 @@ class Session:
         return request
 
     async def _ask_model_watched(self, run: Run, request: ModelRequest) -> AssistantMessage:
-        """Send ``request``, telling the ``model_started``/``model_finished`` hooks."""
+        """Send ``request`` through the ``wrap_model_request`` hooks, telling ``model_started``/``model_finished``."""
         hooks = run.hooks
         for started in hooks.model_started:
             started(run)
         try:
-            response = await self.model.complete(request, run.emit)
+            if hooks.wrap_model_request:
+                response = await _wrapped(run, hooks.wrap_model_request, self._send(run))(request)
+            else:
+                response = await self.model.complete(request, run.emit)
         except BaseException as exc:
             for finished in hooks.model_finished:
                 finished(run, None, exc)
@@ -270,6 +356,15 @@ class Session:
         for finished in hooks.model_finished:
             finished(run, response, None)
         return response
+
+    def _send(self, run: Run) -> SendRequest:
+        """The innermost ``send`` of the wrappers: the model itself."""
+        model, emit = self.model, run.emit
+
+        async def send(request: ModelRequest) -> AssistantMessage:
+            return await model.complete(request, emit)
+
+        return send
 
     def _listened(self, run: Run) -> bool:
         """Whether anyone receives ``run``'s events (else per-call events need not be built)."""
@@ -321,6 +416,21 @@ class Session:
         for changed in self.hooks.history_changed:
             await changed(self)
         return before - len(self.messages)
+
+
+def _wrapped(run: Run, wrappers: tuple[Any, ...], send: SendRequest) -> SendRequest:
+    """``send`` inside ``wrappers`` (the first one outermost)."""
+    for wrap in reversed(wrappers):
+        send = _bind(wrap, run, send)
+    return send
+
+
+def _bind(wrap: Any, run: Run, inner: SendRequest) -> SendRequest:
+    async def send(request: ModelRequest) -> AssistantMessage:
+        response: AssistantMessage = await wrap(run, request, inner)
+        return response
+
+    return send
 
 
 def _base_handle_event() -> Any:

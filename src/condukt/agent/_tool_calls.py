@@ -119,7 +119,14 @@ class _Calls:
                 if timeout is _UNSET:
                     timeout = timeouts[call.name] = timeout_of(session, call)
                 groups.setdefault(timeout, []).append(index)
-        if len(groups) == 1:
+        if run.hooks.gate_tool_call and groups:
+            # Gated calls may wait (an approval): each in a task of its own, so
+            # the others go on; its timeout starts once the gates let it run.
+            async with trio.open_nursery() as nursery:
+                for timeout, indices in groups.items():
+                    for index in indices:
+                        nursery.start_soon(self._gated, index, timeout)
+        elif len(groups) == 1:
             ((timeout, indices),) = groups.items()
             if len(indices) == 1:
                 await self._one(indices[0], timeout)
@@ -130,6 +137,18 @@ class _Calls:
                 for timeout, indices in groups.items():
                     nursery.start_soon(self._group, timeout, indices)
         return self.results  # type: ignore[return-value]  # every slot is filled
+
+    async def _gated(self, index: int, timeout: float | None) -> None:
+        """One call behind the ``gate_tool_call`` hooks: answered by one of them, or run."""
+        run, call = self.run, self.calls[index]
+        for gate in run.hooks.gate_tool_call:
+            answer = await gate(run, call)
+            if answer is not None:
+                if self.notify:
+                    await self._started(index)
+                await self._finished(index, answer.content, answer.is_error, None)
+                return
+        await self._one(index, timeout)
 
     async def _started(self, index: int) -> None:
         """Only when ``notify``: record the start, tell the hooks and listeners."""

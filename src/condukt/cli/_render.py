@@ -208,12 +208,12 @@ class Renderer:
 
 
 class JsonPrinter:
-    """Writes each event as one JSON line (:func:`condukt.events.to_json`), flushed at once."""
+    """Writes each event as one line of compact JSON (:func:`condukt.events.to_json`), flushed at once."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
 
     def handle(self, event: ev.Event) -> None:
         """Write one event."""
-        self.out.write(ev.to_json(event) + "\n")
+        self.out.write(json.dumps(ev.to_json(event), ensure_ascii=False, separators=(",", ":")) + "\n")
         self.out.flush()

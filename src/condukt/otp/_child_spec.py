@@ -10,6 +10,7 @@ import attrs
 import trio
 from trio.lowlevel import current_task, wait_task_rescheduled
 
+from ._current import current_node_var
 from ._errors import NoProc
 from ._process import _BOOTING, _RUNNING, DEFAULT_MAILBOX_SIZE, Handle, Process, Server
 from ._signals import IGNORE
@@ -206,12 +207,16 @@ async def start_process(
             with trio.CancelScope(shield=True):
                 await handle.wait()  # it exits "normal" at once, nothing started
         return handle
+    # ``init`` runs in the starting task, but on the process's node (``current_node()``).
+    token = current_node_var.set(node)
     try:
         result = await server.boot(*spec.args, **spec.kwargs)
     except BaseException as exc:
         proc._init_task = None
         proc._exit(exc if isinstance(exc, Exception) else "killed", notify=False)
         raise
+    finally:
+        current_node_var.reset(token)
     proc._init_task = None
     if result is IGNORE:
         proc._exit("normal", notify=False)

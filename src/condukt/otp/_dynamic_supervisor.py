@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Literal
 
 from ._child_spec import ChildCounts, ChildSpec, start_process, validate_intensity
 from ._errors import ChildNotFound, NoProc, TooManyChildren
@@ -20,15 +21,22 @@ from ._supervisor_base import (
 
 __all__ = ["DynamicSupervisor", "DynamicSupervisorHandle"]
 
+logger = logging.getLogger("condukt.otp")
+
+#: Whom the restart intensity limits: the supervisor as a whole (OTP), or each child on its own.
+Intensity = Literal["supervisor", "per_child"]
+
 
 class _Restarting:
     """A child being restarted, filed under the handle of the incarnation that exited."""
 
-    __slots__ = ("old", "spec", "stamp", "starting")
+    __slots__ = ("intensity", "old", "spec", "stamp", "starting")
 
-    def __init__(self, spec: ChildSpec, old: Handle) -> None:
+    def __init__(self, spec: ChildSpec, old: Handle, intensity: RestartIntensity) -> None:
         self.spec = spec
         self.old = old
+        #: The intensity this child's restarts count against (the supervisor's, or its own).
+        self.intensity = intensity
         #: The incarnation whose ``init`` runs in the background, if any.
         self.starting: Handle | None = None
         self.stamp = 0.0
@@ -86,7 +94,7 @@ class DynamicSupervisorHandle(Handle):
         restarting = sup._restarting.pop(child, None)
         if restarting is None:
             raise ChildNotFound(f"{child!r} is not a child of {self!r}")
-        sup._intensity.release(restarting)
+        restarting.intensity.release(restarting)
         starting, restarting.starting = restarting.starting, None
         if starting is not None:
             await stop_child(starting, restarting.spec)
@@ -123,6 +131,14 @@ class DynamicSupervisor(SupervisorBase):
     supervisor waits for all of them (as Elixir's ``DynamicSupervisor``
     does); the node's root supervisor instead stops them one by one in
     reverse start order.
+
+    ``intensity="per_child"`` (not in OTP) applies ``max_restarts`` within
+    ``max_seconds`` to each child on its own, for supervisors of many
+    independent children (one agent per conversation): a child that
+    exceeds it is given up (logged, no longer restarted, as if it were
+    temporary) and the supervisor and its other children carry on. With
+    the default ``"supervisor"``, restarts of all children count together
+    and exceeding the limit stops the supervisor (OTP's escalation).
     """
 
     handle_class = DynamicSupervisorHandle
@@ -134,8 +150,16 @@ class DynamicSupervisor(SupervisorBase):
         max_seconds: float = 5.0,
         *,
         ordered_shutdown: bool = False,
+        intensity: Intensity = "supervisor",
     ) -> None:
         validate_intensity(max_restarts, max_seconds)
+        if intensity not in ("supervisor", "per_child"):
+            raise ValueError(f"intensity must be 'supervisor' or 'per_child', got {intensity!r}")
+        self._per_child = intensity == "per_child"
+        self._max_restarts = max_restarts
+        self._max_seconds = max_seconds
+        #: Per-child mode: the restart history of each running child that has been restarted.
+        self._lineage: dict[Handle, RestartIntensity] = {}
         if max_children is not None and (
             isinstance(max_children, bool) or not isinstance(max_children, int) or max_children < 0
         ):
@@ -176,8 +200,13 @@ class DynamicSupervisor(SupervisorBase):
 
     def _child_exit_now(self, handle: Handle, reason: ExitReason, key: Any) -> bool:
         spec = self._children.pop(handle, None)
+        lineage = self._lineage.pop(handle, None) if self._per_child else None
         if spec is not None and needs_restart(spec.restart, reason):
-            restarting = self._restarting[handle] = _Restarting(spec, handle)
+            if self._per_child:
+                intensity = lineage or RestartIntensity(self._max_restarts, self._max_seconds)
+            else:
+                intensity = self._intensity
+            restarting = self._restarting[handle] = _Restarting(spec, handle, intensity)
             self._attempt(restarting)
         return True
 
@@ -186,9 +215,16 @@ class DynamicSupervisor(SupervisorBase):
 
     def _attempt(self, restarting: _Restarting) -> None:
         """One restart attempt, counted; its ``init`` runs in the background."""
-        stamp = self._allow_restart()
-        if stamp is None:
-            return
+        if self._per_child:
+            stamp = restarting.intensity.allow()
+            if stamp is None:
+                logger.error("%r: restart intensity of child %r exceeded; not restarted", self.handle, restarting.old)
+                del self._restarting[restarting.old]
+                return
+        else:
+            stamp = self._allow_restart()
+            if stamp is None:
+                return
         restarting.stamp = stamp
         restarting.starting = self._spawn(restarting.spec, restarting)
 
@@ -198,8 +234,10 @@ class DynamicSupervisor(SupervisorBase):
             return  # terminated during its init: it is being stopped
         restarting.starting = None
         del self._restarting[restarting.old]
-        self._intensity.release(restarting)
+        restarting.intensity.release(restarting)
         self._children[handle] = restarting.spec
+        if self._per_child:
+            self._lineage[handle] = restarting.intensity
 
     async def _child_started(self, handle: Handle, failure: ExitReason, key: Any) -> None:
         restarting = key
@@ -208,10 +246,10 @@ class DynamicSupervisor(SupervisorBase):
         restarting.starting = None
         if failure is IGNORE:
             del self._restarting[restarting.old]
-            self._intensity.release(restarting)
+            restarting.intensity.release(restarting)
             return
         self._start_failed(failure)
-        self._intensity.hold(restarting, restarting.stamp)
+        restarting.intensity.hold(restarting, restarting.stamp)
         self._attempt(restarting)  # tried again; OTP retries through a message to itself
 
     async def terminate(self, reason: ExitReason) -> None:

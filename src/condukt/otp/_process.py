@@ -37,6 +37,7 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
+from ._current import current_node_var
 from ._errors import CallError, CallingSelf, CallTimeout, ConduktError, MailboxFull, NameTaken, NoProc
 from ._signals import IGNORE, NO_REPLY, ChildExited, ChildStarted, Down, Exit, ExitReason, is_normal_exit
 from ._timers import Timed
@@ -704,6 +705,8 @@ class Process:
     async def _main(self) -> None:
         """The process task body. Never raises except for an outer cancellation."""
         self._task = current_task()
+        # Whoever started it, a process and the tasks it starts are on its node.
+        current_node_var.set(self._handle._node)
         reason: ExitReason = "killed"
         notify = True
         try:

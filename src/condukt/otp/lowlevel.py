@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._node import run_default_node
 from ._process import Handle, Process, Server
 from ._spawnable import Spawnable
 
-__all__ = ["Process", "Spawnable", "process_of", "send_system", "server_of"]
+__all__ = ["Process", "Spawnable", "process_of", "run_default_node", "send_system", "server_of"]
 
 
 def process_of(handle: Handle) -> Process | None:

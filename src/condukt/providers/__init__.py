@@ -1,7 +1,8 @@
 """Model providers: the :class:`Model` interface, the registry, and one module per wire protocol.
 
-Importing this package registers ``anthropic:`` (:mod:`.anthropic`) and
-``openai:``, ``ollama:``, ``openrouter:``, ``groq:``, ``together:``,
+Importing this package registers ``anthropic:`` (:mod:`.anthropic`),
+``gemini:`` (:mod:`.gemini`), ``openai-responses:`` (:mod:`.openai_responses`)
+and ``openai:``, ``ollama:``, ``openrouter:``, ``groq:``, ``together:``,
 ``vllm:`` (:mod:`.openai`), so ``resolve_model("anthropic:claude-sonnet-4-5")``
 works. All of them send through the node's shared ``httpx.AsyncClient``
 (:func:`configure_http`) under node-wide :class:`ProviderLimits`, retry per
@@ -39,7 +40,9 @@ from ._model import (
 from ._registry import ModelFactory, UnknownProvider, register_provider, registered_providers, resolve_model
 from ._retry import RETRY_STATUSES, RetryPolicy
 from .anthropic import AnthropicModel
+from .gemini import GeminiModel
 from .openai import OpenAIModel, OpenAIPreset
+from .openai_responses import OpenAIResponsesModel
 
 __all__ = [
     "ADAPTIVE",
@@ -52,6 +55,7 @@ __all__ = [
     "Emit",
     "EmptyPrompt",
     "Fallback",
+    "GeminiModel",
     "HttpSettings",
     "InvalidRequest",
     "InvalidResponse",
@@ -63,6 +67,7 @@ __all__ = [
     "ModelRequest",
     "OpenAIModel",
     "OpenAIPreset",
+    "OpenAIResponsesModel",
     "ProviderError",
     "ProviderLimits",
     "ProviderUnavailable",

@@ -111,6 +111,10 @@ _AUTH_KINDS = frozenset(
         "permissiondeniederror",
         "unauthorized",
         "forbidden",
+        # Google's status names, and the ErrorInfo reason of a bad key (sent with a 400).
+        "unauthenticated",
+        "permission_denied",
+        "api_key_invalid",
     }
 )
 _UNAVAILABLE_KINDS = frozenset(
@@ -127,6 +131,9 @@ _UNAVAILABLE_KINDS = frozenset(
         "apitimeouterror",
         "timeout",
         "overloaded",
+        "internal",
+        "unavailable",
+        "deadline_exceeded",
     }
 )
 _INVALID_KINDS = frozenset(
@@ -140,6 +147,9 @@ _INVALID_KINDS = frozenset(
         "notfounderror",
         "unprocessableentityerror",
         "contextwindowexceedederror",
+        "invalid_argument",
+        "failed_precondition",
+        "not_found",
     }
 )
 
@@ -177,9 +187,11 @@ def error_for_type(
     cls: type[ProviderError]
     if kinds & _QUOTA_KINDS:
         cls = ProviderError
-    elif status == 429 or kinds & _RATE_KINDS or any("rate_limit" in kind for kind in kinds):
+    elif status == 429 or kinds & _RATE_KINDS or any("rate_limit" in kind for kind in kinds) or (
+        "resource_exhausted" in kinds
+    ):
         cls = RateLimited
-    elif status in (401, 403) or status is None and kinds & _AUTH_KINDS:
+    elif status in (401, 403) or status in (None, 400) and kinds & _AUTH_KINDS:
         cls = AuthenticationFailed
     elif status is not None:
         if status in RETRY_STATUSES or status >= 500 and kinds & _UNAVAILABLE_KINDS:
@@ -213,14 +225,30 @@ def _scalar(value: Any) -> str | None:
     return None
 
 
+def _google_reason(details: Any) -> str | None:
+    """The ``reason`` of the first ``google.rpc.ErrorInfo`` in a Google error's ``details``."""
+    if type(details) is not list:
+        return None
+    for detail in details[:8]:
+        if type(detail) is dict and str(detail.get("@type", "")).endswith("google.rpc.ErrorInfo"):
+            reason = detail.get("reason")
+            if type(reason) is str and reason:
+                return reason
+    return None
+
+
 def error_details(payload: Any) -> tuple[str | None, Any, str | None]:
     """``(type, code, message)`` from a provider's error body, whichever of the usual shapes it has.
 
     Anthropic: ``{"type": "error", "error": {"type", "message"}}``; OpenAI and
     compatibles: ``{"error": {"message", "type", "code"}}``; vLLM before
     0.9: the same fields at the top level (``"object": "error"``); others
-    put a string in ``error``, ``message`` or ``detail``. Total: any JSON
-    value gives a (possibly empty) answer. ``code`` is an ``int`` or ``str``.
+    put a string in ``error``, ``message`` or ``detail``; Google (Gemini):
+    ``{"error": {"code": 429, "message", "status": "RESOURCE_EXHAUSTED",
+    "details": [...]}}``, whose ``status`` is taken as the type, or the
+    ``reason`` of an ``ErrorInfo`` detail when there is one (a bad key is a
+    400 with the reason ``API_KEY_INVALID``). Total: any JSON value gives a
+    (possibly empty) answer. ``code`` is an ``int`` or ``str``.
     """
     if type(payload) is not dict:
         return None, None, None
@@ -243,6 +271,8 @@ def error_details(payload: Any) -> tuple[str | None, Any, str | None]:
         code = None
     if kind is None and type(code) is str and not code.isdigit() and code:
         kind = code
+    if kind is None:
+        kind = _google_reason(error.get("details")) or _scalar(error.get("status"))
     return kind, code, _scalar(error.get("message"))
 
 
@@ -373,7 +403,7 @@ class HttpModel(abc.ABC):
         }
         if changes:
             self.limits.configure(**changes)
-        self._url = httpx.URL(self.base_url + self.path)
+        self._url = httpx.URL(self.base_url + self.endpoint_path())
         request_headers = {"content-type": "application/json", "accept": "application/json"}
         request_headers.update(self.auth_headers(api_key))
         if stream:
@@ -387,6 +417,14 @@ class HttpModel(abc.ABC):
         self._head = b""
 
     # ------------------------------------------------------------------ protocol
+
+    def endpoint_path(self) -> str:
+        """The path appended to the base URL: :attr:`path`, unless the protocol puts the model or
+        the streaming mode in it (Gemini's ``/v1beta/models/{model}:streamGenerateContent?alt=sse``).
+
+        Called once, at the end of ``__init__`` (``model`` and ``stream`` are set by then).
+        """
+        return self.path
 
     @abc.abstractmethod
     def auth_headers(self, api_key: str | None) -> dict[str, str]:

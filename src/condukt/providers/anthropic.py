@@ -12,14 +12,18 @@ signatures) are sent back as the API requires during tool use.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import attrs
 
 from ..events import Event, TextDelta, ThinkingDelta
 from ..messages import (
     AssistantMessage,
+    Citation,
     ContentBlock,
     ImageBlock,
+    ProviderBlock,
     StopReason,
     TextBlock,
     ThinkingBlock,
@@ -31,7 +35,7 @@ from ..messages import (
 from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
-from ._model import ModelRequest
+from ._model import Emit, ModelRequest
 from ._registry import register_provider
 from ._sse import ServerSentEvent
 from ._wire import (
@@ -49,7 +53,16 @@ from ._wire import (
     tool_arguments,
 )
 
-__all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "THINKING_BUDGETS", "AnthropicModel", "anthropic_model"]
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "DEFAULT_MAX_TOKENS",
+    "MAX_OUTPUT_TOKENS",
+    "MAX_PAUSE_RESUMES",
+    "THINKING_BUDGETS",
+    "AnthropicModel",
+    "anthropic_model",
+    "output_limit_for",
+]
 
 #: The ``anthropic-version`` header sent with every request.
 ANTHROPIC_VERSION = "2023-06-01"
@@ -60,10 +73,59 @@ DEFAULT_MAX_TOKENS = 8192
 THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 10240, "high": 32768}
 #: The smallest budget the API accepts.
 MIN_THINKING_BUDGET = 1024
+#: The most output tokens each model family accepts (``max_tokens`` above it is a 400),
+#: by model-name prefix, longest prefix first; from the models overview of the API reference.
+MAX_OUTPUT_TOKENS: dict[str, int] = {
+    "claude-opus-4-5": 64000,
+    "claude-opus-4-1": 32000,
+    "claude-opus-4": 32000,
+    "claude-sonnet-4": 64000,
+    "claude-haiku-4": 64000,
+    "claude-3-7-sonnet": 64000,
+    "claude-3-5-sonnet": 8192,
+    "claude-3-5-haiku": 8192,
+    "claude-3-opus": 4096,
+    "claude-3-haiku": 4096,
+}
+#: How many times a ``pause_turn`` response is sent back to let the model go on, by default.
+MAX_PAUSE_RESUMES = 8
+#: Block types the agent represents itself; any other block the API sends is a :class:`ProviderBlock`.
+_KNOWN_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+
+
+def output_limit_for(model: str) -> int | None:
+    """The most output tokens ``model`` accepts per :data:`MAX_OUTPUT_TOKENS`, ``None`` if unknown."""
+    for prefix in sorted(MAX_OUTPUT_TOKENS, key=len, reverse=True):
+        if model.startswith(prefix):
+            return MAX_OUTPUT_TOKENS[prefix]
+    return None
 
 DEFAULT_BASE_URLS["anthropic"] = "https://api.anthropic.com"
 
 _Encoded = tuple[str, bytes]  # (role, comma-joined content blocks)
+
+
+def _citation(item: Any, where: str) -> Citation:
+    data = obj(item, where)
+    return Citation(
+        text(data, "type", where) or "citation",
+        opt_text(data, "cited_text", where),
+        opt_text(data, "url", where),
+        opt_text(data, "title", where) or opt_text(data, "document_title", where),
+    )
+
+
+def _citations(data: dict[str, Any], where: str) -> tuple[Citation, ...]:
+    items = data.get("citations")
+    if items is None:
+        return ()
+    if type(items) is not list:
+        raise WireError(f"{where}.citations: expected an array")
+    return tuple(_citation(item, f"{where}.citations[{i}]") for i, item in enumerate(items))
+
+
+def _provider_block(data: dict[str, Any], kind: str) -> ProviderBlock:
+    return ProviderBlock("anthropic", kind, dumps(data).decode())
 
 
 def _text(block: TextBlock) -> dict[str, Any]:
@@ -108,12 +170,16 @@ def _encode_message(message: Any) -> _Encoded:
             blocks.append({"type": "tool_use", "id": block.id, "name": block.name, "input": arguments})
         elif block_kind is ThinkingBlock:
             # Only Anthropic's own (signed or encrypted) thinking can be sent back.
+            if block.provider is not None:
+                continue
             if block.redacted:
                 blocks.append({"type": "redacted_thinking", "data": block.redacted})
             elif block.signature:
                 blocks.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
         elif block_kind is ImageBlock:
             blocks.append(_image(block))
+        elif block_kind is ProviderBlock and block.provider == "anthropic":
+            blocks.append(loads(block.data))  # a server tool's call or result, as it came
     return "assistant", dumps(blocks)[1:-1]
 
 
@@ -148,7 +214,7 @@ def _content_block(item: Any, where: str) -> ContentBlock | None:
     block = obj(item, where)
     kind = text(block, "type", where)
     if kind == "text":
-        return TextBlock(text(block, "text", where))
+        return TextBlock(text(block, "text", where), _citations(block, where))
     if kind == "thinking":
         return ThinkingBlock(text(block, "thinking", where), opt_text(block, "signature", where))
     if kind == "redacted_thinking":
@@ -160,7 +226,9 @@ def _content_block(item: Any, where: str) -> ContentBlock | None:
             _required_text(block, "name", where),
             _tool_input(block.get("input"), f"{where}.input"),
         )
-    return None  # server tools and block types added later: not represented
+    if kind:  # server tools' calls and results: kept, to be sent back
+        return _provider_block(check_depth(block, where), kind)
+    return None
 
 
 def _required_text(data: dict[str, Any], key: str, where: str) -> str:
@@ -175,13 +243,34 @@ class AnthropicModel(HttpModel):
 
     path = "/v1/messages"
 
-    def __init__(self, model: str, *, prompt_cache: bool = True, **options: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        prompt_cache: bool = True,
+        server_tools: Sequence[Mapping[str, Any]] = (),
+        output_limit: int | None = None,
+        max_pause_resumes: int = MAX_PAUSE_RESUMES,
+        **options: Any,
+    ) -> None:
         options.setdefault("provider", "anthropic")
         if not isinstance(prompt_cache, bool):
             raise TypeError(f"prompt_cache must be a bool, got {type(prompt_cache).__name__}")
+        if isinstance(server_tools, Mapping) or not all(isinstance(tool, Mapping) for tool in server_tools):
+            raise TypeError("server_tools must be a list of tool definitions (dicts)")
+        if output_limit is not None and (type(output_limit) is not int or output_limit < 1):
+            raise ValueError(f"output_limit must be a positive int, got {output_limit!r}")
+        if type(max_pause_resumes) is not int or max_pause_resumes < 0:
+            raise ValueError(f"max_pause_resumes must be a non-negative int, got {max_pause_resumes!r}")
         super().__init__(model, **options)
         #: Whether requests mark ``cache_control`` breakpoints (see :meth:`encode_request`).
         self.prompt_cache = prompt_cache
+        #: Anthropic's own tools (web search, code execution...), sent after the agent's tools.
+        self.server_tools = [dict(tool) for tool in server_tools]
+        #: The most output tokens a request asks for: ``output_limit``, else the model family's.
+        self.output_limit = output_limit or output_limit_for(model)
+        #: How often a ``pause_turn`` answer is sent back to let the model finish its turn.
+        self.max_pause_resumes = max_pause_resumes
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
@@ -192,13 +281,19 @@ class AnthropicModel(HttpModel):
         return headers
 
     def _token_settings(self, request: ModelRequest) -> tuple[int, int | None]:
-        """``(max_tokens, thinking budget or None)`` for ``request``."""
+        """``(max_tokens, thinking budget or None)`` for ``request``, within the model's output limit."""
         max_tokens = request.max_tokens or self.max_tokens
         budget = THINKING_BUDGETS.get(request.thinking_level)
+        limit = self.output_limit
         if budget is None:
-            return max_tokens or DEFAULT_MAX_TOKENS, None
+            max_tokens = max_tokens or DEFAULT_MAX_TOKENS
+            return (min(max_tokens, limit) if limit else max_tokens), None
         if max_tokens is None:
-            return budget + DEFAULT_MAX_TOKENS, budget
+            max_tokens = budget + DEFAULT_MAX_TOKENS
+        if limit and max_tokens > limit:
+            # Clamped to what the model allows: the budget leaves room for the answer.
+            max_tokens = limit
+            budget = min(budget, max_tokens - min(DEFAULT_MAX_TOKENS, max_tokens // 2))
         if max_tokens > budget:
             return max_tokens, budget
         if max_tokens > MIN_THINKING_BUDGET:
@@ -216,11 +311,12 @@ class AnthropicModel(HttpModel):
                 head["system"] = [{"type": "text", "text": request.system_prompt, "cache_control": _EPHEMERAL}]
             else:
                 head["system"] = request.system_prompt
-        if request.tools:
+        if request.tools or self.server_tools:
             tools: list[dict[str, Any]] = [
                 {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
                 for tool in request.tools
             ]
+            tools.extend(self.server_tools)
             if self.prompt_cache:
                 tools[-1] = {**tools[-1], "cache_control": _EPHEMERAL}
             head["tools"] = tools
@@ -257,6 +353,27 @@ class AnthropicModel(HttpModel):
             parts.append(b'{"role":"%s","content":[%s]}' % (role.encode(), b",".join(blocks)))  # type: ignore[union-attr]
         return self.head(request) + b",".join(parts) + b"]}"
 
+    async def complete(self, request: ModelRequest, emit: Emit) -> AssistantMessage:
+        """:meth:`HttpModel.complete`, going on after ``pause_turn``.
+
+        Anthropic pauses a long turn of server tools (web search...) with the
+        stop reason ``pause_turn``; the answer so far is sent back as the last
+        (assistant) message, and the model carries on from there, up to
+        ``max_pause_resumes`` times. The parts make one message: their blocks
+        in order, their usage summed, the last part's stop reason. Cancelling
+        it closes the connection of the request in flight; the parts already
+        received are dropped with it.
+        """
+        message = await super().complete(request, emit)
+        resumes = 0
+        while message.stop_reason == StopReason.PAUSE_TURN and resumes < self.max_pause_resumes:
+            resumes += 1
+            more = await super().complete(attrs.evolve(request, messages=(*request.messages, message)), emit)
+            message = AssistantMessage(
+                message.content + more.content, message.usage + more.usage, more.stop_reason, more.model
+            )
+        return message
+
     def parse_response(self, payload: Any) -> AssistantMessage:
         """A Messages API response body as an :class:`AssistantMessage` (:class:`WireError` if it is not one)."""
         body = obj(payload, "response")
@@ -283,7 +400,7 @@ _EPHEMERAL = {"type": "ephemeral"}
 _CACHE_CONTROL = b',"cache_control":{"type":"ephemeral"}}'
 
 class _Block:
-    __slots__ = ("data", "id", "initial", "kind", "name", "parts", "signature")
+    __slots__ = ("citations", "data", "id", "initial", "kind", "name", "parts", "raw", "signature")
 
     def __init__(self, data: dict[str, Any], where: str) -> None:
         self.kind = kind = text(data, "type", where)
@@ -292,6 +409,9 @@ class _Block:
         self.initial: Any = None
         self.signature: str | None = None
         self.data: str | None = None
+        self.citations: list[Citation] = list(_citations(data, where)) if kind == "text" else []
+        #: A block of a type the agent does not represent (a server tool's), as it started.
+        self.raw: dict[str, Any] | None = None if kind in _KNOWN_BLOCKS else check_depth(data, where)
         if kind == "tool_use":
             self.id = text(data, "id", where)
             self.name = text(data, "name", where)
@@ -307,7 +427,7 @@ class _Block:
     def build(self, where: str) -> ContentBlock | None:
         kind = self.kind
         if kind == "text":
-            return TextBlock("".join(self.parts))
+            return TextBlock("".join(self.parts), tuple(self.citations))
         if kind == "thinking":
             return ThinkingBlock("".join(self.parts), self.signature)
         if kind == "tool_use":
@@ -319,7 +439,12 @@ class _Block:
             return ToolCall(self.id, self.name, arguments)
         if kind == "redacted_thinking" and self.data:
             return ThinkingBlock("", None, self.data)
-        return None  # server tools and block types added later: not represented
+        if self.raw is not None and kind:
+            block = self.raw
+            if self.parts:  # a server tool's input, streamed as JSON fragments
+                block = {**block, "input": tool_arguments("".join(self.parts), f"{where}.input")}
+            return _provider_block(block, kind)
+        return None
 
 
 _NOTHING: tuple[Event, ...] = ()
@@ -368,6 +493,8 @@ class _Stream(StreamAssembler):
                 return (ThinkingDelta(piece),) if piece else _NOTHING
             elif delta_kind == "signature_delta":
                 block.signature = opt_text(delta, "signature", f"{where}.delta")
+            elif delta_kind == "citations_delta":
+                block.citations.append(_citation(delta.get("citation"), f"{where}.delta.citation"))
         elif kind == "content_block_start":
             index, where = self._block(data, kind)
             self._blocks[index] = _Block(obj(data.get("content_block"), f"{where}.content_block"), where)

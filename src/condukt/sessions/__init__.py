@@ -15,7 +15,7 @@ snapshot format is versioned; see :mod:`condukt.sessions._snapshot` and
 """
 
 from ._errors import CorruptSnapshot, SnapshotError, StoreNotBound, UnsupportedSnapshotVersion
-from ._snapshot import SNAPSHOT_VERSION, Snapshot, decode, encode
+from ._snapshot import SNAPSHOT_VERSION, PendingApproval, RunCheckpoint, Snapshot, decode, encode
 from ._store import SessionStore
 from .disk import DiskStore
 from .memory import MemoryStore
@@ -26,6 +26,8 @@ __all__ = [
     "CorruptSnapshot",
     "DiskStore",
     "MemoryStore",
+    "PendingApproval",
+    "RunCheckpoint",
     "SQLiteStore",
     "SessionStore",
     "Snapshot",

@@ -7,10 +7,14 @@ stored as one JSON object, written by the project's one cattrs converter
 
 .. code-block:: json
 
-    {"version": 1, "id": "0190...", "messages": [{"type": "user", ...}],
+    {"version": 2, "id": "0190...", "messages": [{"type": "user", ...}],
      "model": "anthropic:claude-sonnet-4-5", "thinking_level": "off",
      "system_prompt": "You review pull requests.",
-     "created_at": 1760000000.0, "updated_at": 1760000042.5}
+     "created_at": 1760000000.0, "updated_at": 1760000042.5, "run": null}
+
+``run`` is the run that was in progress when the snapshot was saved (a
+:class:`RunCheckpoint`: where its prompt is, its pending approvals and the
+results of its turn in flight), or null; version 1 had no ``run``.
 
 Reading migrates older formats step by step (:data:`MIGRATIONS`, version N to
 N+1 on the raw dict) and refuses newer ones. Changing the format means: bump
@@ -28,14 +32,68 @@ from typing import Any
 import attrs
 import cattrs
 
-from ..messages import Message
+from ..messages import Message, ToolResultMessage
 from ..serialization import structure, unstructure
 from ._errors import CorruptSnapshot, UnsupportedSnapshotVersion
 
-__all__ = ["MIGRATIONS", "SNAPSHOT_VERSION", "Snapshot", "decode", "encode", "read_version"]
+__all__ = [
+    "MIGRATIONS",
+    "SNAPSHOT_VERSION",
+    "PendingApproval",
+    "RunCheckpoint",
+    "Snapshot",
+    "decode",
+    "encode",
+    "read_version",
+]
 
 #: The format version this condukt writes, and the newest it reads.
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+
+
+@attrs.frozen
+class PendingApproval:
+    """A tool call waiting for a person's decision (``agent.approve`` / ``agent.deny``).
+
+    ``arguments`` are scrubbed (secret values and redactor matches replaced);
+    the call itself, with its real arguments, is in the history.
+    ``requested_at`` and ``expires_at`` are unix seconds; ``expires_at`` is
+    None without an ``approval_timeout``. ``run_id`` is the waiting run.
+    """
+
+    call_id: str
+    tool: str
+    arguments: Any
+    run_id: str = ""
+    requested_at: float = 0.0
+    expires_at: float | None = None
+
+
+def _results(results: Iterable[ToolResultMessage]) -> tuple[ToolResultMessage, ...]:
+    return tuple(results)
+
+
+def _approvals(approvals: Iterable[PendingApproval]) -> tuple[PendingApproval, ...]:
+    return tuple(approvals)
+
+
+@attrs.frozen
+class RunCheckpoint:
+    """The run in progress when a snapshot was saved; what a restarted agent resumes.
+
+    ``prompt_index`` is the index of the run's prompt in the snapshot's
+    history and ``turn`` the number of its turns in that history (the one in
+    flight included). When the history
+    ends with an assistant message that called tools (the turn in flight),
+    ``results`` holds the results of those calls that had ended and
+    ``approvals`` the calls still waiting for a decision.
+    """
+
+    run_id: str
+    prompt_index: int
+    turn: int
+    results: tuple[ToolResultMessage, ...] = attrs.field(default=(), converter=_results)
+    approvals: tuple[PendingApproval, ...] = attrs.field(default=(), converter=_approvals)
 
 
 def _as_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:
@@ -62,6 +120,8 @@ class Snapshot:
     created_at: float = 0.0
     updated_at: float = 0.0
     version: int = SNAPSHOT_VERSION
+    #: The run in progress at save time, or None (see :class:`RunCheckpoint`).
+    run: RunCheckpoint | None = None
 
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
@@ -77,8 +137,16 @@ def _v0_to_v1(doc: dict[str, Any]) -> dict[str, Any]:
     return migrated
 
 
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    # Version 2 added the run in progress; a version-1 snapshot had none.
+    migrated = dict(doc)
+    migrated.setdefault("run", None)
+    migrated["version"] = 2
+    return migrated
+
+
 #: ``MIGRATIONS[n]`` turns a raw version-``n`` document into a version-``n+1`` one.
-MIGRATIONS: Mapping[int, Migration] = {0: _v0_to_v1}
+MIGRATIONS: Mapping[int, Migration] = {0: _v0_to_v1, 1: _v1_to_v2}
 
 
 def encode(snapshot: Snapshot) -> str:
@@ -98,6 +166,7 @@ def encode(snapshot: Snapshot) -> str:
         "system_prompt": snapshot.system_prompt,
         "created_at": snapshot.created_at,
         "updated_at": snapshot.updated_at,
+        "run": None if snapshot.run is None else unstructure(snapshot.run),
     }
     # Messages are immutable: each is encoded once and reused by every later
     # save, so a save costs what is new plus a join, not the whole history.
@@ -187,6 +256,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "system_prompt": (str, type(None)),
     "created_at": _NUMBER,
     "updated_at": _NUMBER,
+    "run": (dict, type(None)),
 }
 _REQUIRED = ("id", "messages")
 

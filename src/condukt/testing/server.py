@@ -1,4 +1,4 @@
-"""A local HTTP/1.1 server speaking the Anthropic Messages and OpenAI Chat Completions wire formats.
+"""A local HTTP/1.1 server speaking the Anthropic Messages, OpenAI Chat Completions and Gemini wire formats.
 
 For your own tests of agents on real providers' wire formats, without a
 network: ``from condukt.testing.server import ProtocolServer, reply, Status``
@@ -8,8 +8,10 @@ condukt's own provider tests run on it.
 Real sockets on 127.0.0.1, h11 for HTTP. Each request takes the next step of
 ``server.script`` (or ``server.responder(request)`` once the script is
 empty) and renders it in the protocol of the path it came to
-(``.../v1/messages`` or ``.../chat/completions``), streamed as server-sent
-events when the body says ``"stream": true``. Responses are built from the
+(``.../v1/messages``, ``.../chat/completions``, OpenAI's ``.../responses``
+or Gemini's ``.../models/{model}:generateContent``), streamed as server-sent events
+when the body says ``"stream": true`` (Gemini: the path asks for
+``:streamGenerateContent``). Responses are built from the
 providers' public API references (condukt's repository keeps
 recorded-format samples in ``tests/fixtures/``).
 
@@ -43,8 +45,9 @@ import trio
 
 __all__ = [
     "Disconnect", "Fault", "Malformed", "ProtocolServer", "Raw", "RecordedRequest", "Reply", "Slow", "Status",
-    "ToolUse", "anthropic_body", "anthropic_error", "anthropic_frames", "openai_body", "openai_error",
-    "openai_frames", "reply", "tool_then_answer", "tool_use",
+    "ToolUse", "anthropic_body", "anthropic_error", "anthropic_frames", "gemini_body", "gemini_error",
+    "gemini_frames", "openai_body", "openai_error", "openai_frames", "reply", "responses_body", "responses_frames",
+    "tool_then_answer", "tool_use",
 ]  # fmt: skip
 
 # ---------------------------------------------------------------------------- steps
@@ -166,12 +169,22 @@ class RecordedRequest:
     @property
     def streaming(self) -> bool:
         """Whether the client asked for server-sent events."""
+        if self.protocol == "gemini":
+            return ":streamGenerateContent" in self.path
         return isinstance(self.body, dict) and bool(self.body.get("stream"))
 
     @property
     def messages(self) -> list[Any]:
-        """The body's ``messages``."""
-        return list(self.body.get("messages", [])) if isinstance(self.body, dict) else []
+        """The body's ``messages`` (Gemini: its ``contents``; the Responses API: its ``input``)."""
+        key = {"gemini": "contents", "responses": "input"}.get(self.protocol, "messages")
+        return list(self.body.get(key, [])) if isinstance(self.body, dict) else []
+
+    @property
+    def model(self) -> str:
+        """The model asked for: the body's ``model`` (Gemini: the one in the path)."""
+        if self.protocol == "gemini":
+            return self.path.partition("/models/")[2].partition(":")[0] or "model"
+        return self.body.get("model", "model") if isinstance(self.body, dict) else "model"
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -350,11 +363,198 @@ def openai_error(status: int, error_type: str | None, message: str) -> dict[str,
     }
 
 
+def _responses_output(step: Reply) -> list[dict[str, Any]]:
+    output: list[dict[str, Any]] = []
+    if step.thinking:
+        output.append(
+            {
+                "type": "reasoning",
+                "id": "rs_local",
+                "summary": [{"type": "summary_text", "text": step.thinking}],
+                "encrypted_content": step.signature,
+            }
+        )
+    if step.text:
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_local",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+            }
+        )
+    for call in step.tool_calls:
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{call.id}",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": json.dumps(call.arguments),
+                "status": "completed",
+            }
+        )
+    return output
+
+
+def responses_body(step: Reply, model: str) -> dict[str, Any]:
+    """An OpenAI Responses API ``response`` object."""
+    return {
+        "id": "resp_local",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "model": model,
+        "output": _responses_output(step),
+        "usage": {
+            "input_tokens": step.usage[0],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": step.usage[1],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": sum(step.usage),
+        },
+    }
+
+
+def responses_frames(step: Reply, model: str) -> list[bytes]:
+    """A Responses API event stream: created, each item added, its deltas and done, then completed."""
+    sequence = itertools.count()
+
+    def event(kind: str, **data: Any) -> bytes:
+        return _sse(kind, {"type": kind, "sequence_number": next(sequence), **data})
+
+    final = responses_body(step, model)
+    started = {**final, "status": "in_progress", "output": [], "usage": None}
+    frames = [event("response.created", response=started)]
+    for index, item in enumerate(final["output"]):
+        kind = item["type"]
+        empty = {**item, "summary": []} if kind == "reasoning" else {**item, "content": []} if kind == "message" else {
+            **item, "arguments": ""
+        }
+        frames.append(event("response.output_item.added", output_index=index, item=empty))
+        if kind == "reasoning":
+            for piece in _pieces(step.thinking, step.chunk):
+                frames.append(
+                    event("response.reasoning_summary_text.delta", item_id=item["id"], output_index=index,
+                          summary_index=0, delta=piece)
+                )  # fmt: skip
+        elif kind == "message":
+            for piece in _pieces(step.text, step.chunk):
+                frames.append(
+                    event("response.output_text.delta", item_id=item["id"], output_index=index, content_index=0,
+                          delta=piece)
+                )  # fmt: skip
+        else:
+            for piece in _pieces(item["arguments"], step.chunk):
+                frames.append(
+                    event("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
+                          delta=piece)
+                )  # fmt: skip
+        frames.append(event("response.output_item.done", output_index=index, item=item))
+    frames.append(event("response.completed", response=final))
+    return frames
+
+
+def responses_error(status: int, error_type: str | None, message: str) -> dict[str, Any]:
+    """A Responses API error body (``status`` 0: the data of an ``error`` event in a stream)."""
+    if status == 0:
+        return {"type": "error", "code": error_type or "server_error", "message": message, "param": None}
+    return openai_error(status, error_type, message)
+
+
+#: Gemini's ``status`` name for each HTTP status.
+GEMINI_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def _gemini_usage(step: Reply) -> dict[str, int]:
+    prompt, output = step.usage
+    return {"promptTokenCount": prompt, "candidatesTokenCount": output, "totalTokenCount": prompt + output}
+
+
+def _gemini_calls(step: Reply, ids: bool) -> list[dict[str, Any]]:
+    parts = []
+    for index, call in enumerate(step.tool_calls):
+        function: dict[str, Any] = {"name": call.name, "args": call.arguments}
+        if ids:
+            function["id"] = call.id
+        part: dict[str, Any] = {"functionCall": function}
+        if index == 0:  # the first call of a turn carries the thought signature
+            part["thoughtSignature"] = step.signature
+        parts.append(part)
+    return parts
+
+
+def gemini_body(step: Reply, model: str, *, ids: bool = True) -> dict[str, Any]:
+    """A ``GenerateContentResponse``; ``ids``: whether function calls carry their ``id``."""
+    parts: list[dict[str, Any]] = []
+    if step.thinking:
+        parts.append({"text": step.thinking, "thought": True})
+    if step.text:
+        parts.append({"text": step.text})
+    parts.extend(_gemini_calls(step, ids))
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": _gemini_usage(step),
+        "modelVersion": model,
+        "responseId": "resp-local",
+    }
+
+
+def gemini_frames(step: Reply, model: str, *, ids: bool = True) -> list[bytes]:
+    """A ``streamGenerateContent?alt=sse`` stream: one response per frame, the last with the finish reason."""
+
+    def chunk(parts: list[dict[str, Any]], finish: str | None = None) -> bytes:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        data: dict[str, Any] = {"candidates": [candidate], "modelVersion": model, "responseId": "resp-local"}
+        if finish:
+            candidate["finishReason"] = finish
+            data["usageMetadata"] = _gemini_usage(step)
+        return b"data: " + _dumps(data) + b"\r\n\r\n"
+
+    thoughts = _pieces(step.thinking, step.chunk) if step.thinking else []
+    frames = [chunk([{"text": p, "thought": True}]) for p in thoughts]
+    frames += [chunk([{"text": p}]) for p in _pieces(step.text, step.chunk)] if step.text else []
+    calls = _gemini_calls(step, ids)
+    if calls:
+        frames.append(chunk(calls))
+    frames.append(chunk([{"text": ""}], "STOP"))
+    return frames
+
+
+def gemini_error(status: int, error_type: str | None, message: str) -> dict[str, Any]:
+    """A Google API error body (``status`` 0: an error inside a stream, reported as a 503)."""
+    code = status or 503
+    name = error_type if error_type and error_type.isupper() else GEMINI_STATUSES.get(code, "INTERNAL")
+    return {"error": {"code": code, "message": message, "status": name}}
+
+
 # ---------------------------------------------------------------------------- responders
 
 
 def _last_is_tool_result(request: RecordedRequest) -> bool:
     messages = request.messages
+    if request.protocol == "gemini":
+        last = messages[-1] if messages else {}
+        return any("functionResponse" in part for part in last.get("parts", []))
+    if request.protocol == "responses":
+        after = list(
+            itertools.takewhile(
+                lambda m: m.get("type") != "function_call" and m.get("role") != "assistant", reversed(messages)
+            )
+        )
+        return any(m.get("type") == "function_call_output" for m in after)
     if request.protocol == "openai":
         # Tool messages (and a user message with their images) follow the last assistant message.
         after = list(itertools.takewhile(lambda m: m.get("role") != "assistant", reversed(messages)))
@@ -394,6 +594,8 @@ class ProtocolServer:
         self.gate = trio.Event()
         self.port = 0
         self.record = True
+        #: Whether Gemini function calls carry an ``id`` (older Gemini models send none).
+        self.gemini_call_ids = True
 
     def add(self, *steps: Step) -> None:
         """Queue responses, in order."""
@@ -457,9 +659,17 @@ class ProtocolServer:
         except ValueError:
             body = None
         path = event.target.decode()
-        protocol = (
-            "anthropic" if path.endswith("/v1/messages") else "openai" if path.endswith("/chat/completions") else "?"
-        )
+        route = path.partition("?")[0]
+        if route.endswith("/v1/messages"):
+            protocol = "anthropic"
+        elif route.endswith("/chat/completions"):
+            protocol = "openai"
+        elif route.endswith("/responses"):
+            protocol = "responses"
+        elif "/models/" in route and route.endswith((":generateContent", ":streamGenerateContent")):
+            protocol = "gemini"
+        else:
+            protocol = "?"
         recorded = RecordedRequest(
             event.method.decode(),
             path,
@@ -498,12 +708,15 @@ class ProtocolServer:
     async def _render(
         self, conn: h11.Connection, stream: trio.SocketStream, request: RecordedRequest, step: Any
     ) -> bool:
-        anthropic = request.protocol == "anthropic"
-        model = request.body.get("model", "model") if isinstance(request.body, dict) else "model"
+        protocol = request.protocol
+        anthropic = protocol == "anthropic"
+        model = request.model
+        ids = self.gemini_call_ids
         if isinstance(step, Disconnect):
             return False
         if isinstance(step, Status):
-            body = (anthropic_error if anthropic else openai_error)(step.code, step.error_type, step.message)
+            errors = {"anthropic": anthropic_error, "gemini": gemini_error}.get(protocol, openai_error)
+            body = errors(step.code, step.error_type, step.message)
             return await self._send_body(conn, stream, step.code, _dumps(body), headers=step.headers)
         if isinstance(step, Malformed):
             return await self._send_body(conn, stream, 200, step.body)
@@ -512,9 +725,19 @@ class ProtocolServer:
         fault = step if isinstance(step, Fault) else None
         answer: Reply = fault.reply if fault else step
         if not request.streaming:
-            body = anthropic_body(answer, model) if anthropic else openai_body(answer, model)
+            if protocol == "gemini":
+                body = gemini_body(answer, model, ids=ids)
+            elif protocol == "responses":
+                body = responses_body(answer, model)
+            else:
+                body = anthropic_body(answer, model) if anthropic else openai_body(answer, model)
             return await self._send_body(conn, stream, 200, _dumps(body))
-        frames = anthropic_frames(answer, model) if anthropic else openai_frames(answer, model)
+        if protocol == "gemini":
+            frames = gemini_frames(answer, model, ids=ids)
+        elif protocol == "responses":
+            frames = responses_frames(answer, model)
+        else:
+            frames = anthropic_frames(answer, model) if anthropic else openai_frames(answer, model)
         await self._send(
             stream,
             conn.send(
@@ -533,12 +756,10 @@ class ProtocolServer:
                 await self._wait_for_close(stream, request)
                 return False
             if fault.kind == "error":
-                error = (
-                    anthropic_error(0, fault.error_type, fault.message)
-                    if anthropic
-                    else openai_error(0, fault.error_type, fault.message)
-                )
-                frame = _sse("error", error) if anthropic else b"data: " + _dumps(error) + b"\n\n"
+                in_stream = {"anthropic": anthropic_error, "gemini": gemini_error, "responses": responses_error}
+                error = in_stream.get(protocol, openai_error)(0, fault.error_type, fault.message)
+                named = protocol in ("anthropic", "responses")  # SSE events with an event name
+                frame = _sse("error", error) if named else b"data: " + _dumps(error) + b"\n\n"
                 await self._send(stream, conn.send(h11.Data(data=frame)))
                 frames = []
             elif fault.kind == "garbage":

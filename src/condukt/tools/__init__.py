@@ -2,6 +2,10 @@
 
 Built-ins (one module each): :class:`Read`, :class:`Bash`, :class:`Command`,
 :class:`Edit`, :class:`Write`, :class:`Glob`, :class:`Grep`.
+
+A :class:`ToolSource` (like ``condukt.mcp.stdio(...)``) stands for tools
+chosen at run time: the agent asks it for its current tools before each
+model request.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._function_tool import FunctionTool, Isolate, tool
+from ._source import ToolSet, ToolSource, ToolSourceContext
 from ._tool import AGENT_DEFAULT, DEFAULT_SANDBOX, Tool, ToolContext, ToolError, render_result, resolve_tools
 from .bash import Bash
 from .command import Command
@@ -32,6 +37,9 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "ToolSet",
+    "ToolSource",
+    "ToolSourceContext",
     "Write",
     "coding_tools",
     "read_only_tools",

@@ -133,8 +133,9 @@ class FunctionTool(Tool):
         name: str | None = None,
         description: str | None = None,
         isolate: Isolate | None = None,
+        requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
     ) -> None:
-        super().__init__()
+        super().__init__(requires_approval=requires_approval)
         if isolate is not None and (not isinstance(isolate, str) or isolate not in _ISOLATES):
             accepted = ", ".join(repr(i) for i in _ISOLATES)
             raise ValueError(f"@tool {_label(fn)}: isolate must be one of {accepted} or None, got {isolate!r}")
@@ -404,7 +405,11 @@ def _contains_structured(hint: Any) -> bool:
 def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 @typing.overload
 def tool(
-    *, name: str | None = None, description: str | None = None, isolate: Isolate | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    isolate: Isolate | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -415,6 +420,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     isolate: Isolate | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Turn a typed function (sync or async) into a tool.
 
@@ -451,8 +457,13 @@ def tool(
       the node runs until it returns, and a timeout or an abort takes effect
       only then (the late result is dropped).
 
+    ``requires_approval`` (``True`` or a predicate on the arguments) makes
+    each call wait for a person's approval (``docs/approvals.md``).
+
     Raises ``ValueError``/``TypeError``/``ImportError`` as :class:`FunctionTool` does.
     """
     if fn is None:
-        return lambda f: FunctionTool(f, name=name, description=description, isolate=isolate)
-    return FunctionTool(fn, name=name, description=description, isolate=isolate)
+        return lambda f: FunctionTool(
+            f, name=name, description=description, isolate=isolate, requires_approval=requires_approval
+        )
+    return FunctionTool(fn, name=name, description=description, isolate=isolate, requires_approval=requires_approval)

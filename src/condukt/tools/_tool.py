@@ -8,7 +8,7 @@ import json
 import os
 import re
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -154,14 +154,24 @@ class Tool(abc.ABC):
     ``timeout`` bounds each call in seconds: :data:`AGENT_DEFAULT` uses the
     agent's ``tool_timeout``; ``None`` means the tool enforces its own (as
     ``Bash`` and ``Command`` do, killing their process group).
+
+    ``requires_approval`` makes a person approve each call before it runs
+    (``docs/approvals.md``): ``True``, or a predicate on the call's
+    arguments. Set it as a class attribute (a predicate is then a method,
+    ``def requires_approval(self, args)``) or give it at construction
+    (``Pay(requires_approval=lambda args: args["amount"] > 100)``; it is not
+    put in ``opts``).
     """
 
     name: str = ""
     description: str = ""
     parameters: Mapping[str, Any] | type[Any] = {"type": "object", "properties": {}}
     timeout: float | None | _AgentDefault = AGENT_DEFAULT
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False
 
     def __init__(self, **opts: Any) -> None:
+        if "requires_approval" in opts:
+            self.requires_approval = _approval_rule(opts.pop("requires_approval"))
         self.opts: dict[str, Any] = dict(opts)
         self._schema: Schema[Any] | None = None
         self._definition: ToolDefinition | None = None
@@ -226,6 +236,19 @@ class Tool(abc.ABC):
         if schema.json.get("type") != "object":
             raise ValueError(f"tool {name!r}: parameters must be a JSON Schema of type 'object'")
 
+    def needs_approval(self, args: Mapping[str, Any]) -> bool:
+        """Whether a call with ``args`` waits for a person's approval (see ``requires_approval``).
+
+        A predicate that raises counts as True: when in doubt, ask.
+        """
+        rule = self.requires_approval
+        if rule is True or rule is False:
+            return rule
+        try:
+            return bool(rule(dict(args)))
+        except Exception:
+            return True
+
     def validate(self, args: Any) -> str | None:
         """A message saying why ``args`` do not fit ``parameters``, or ``None`` if they do.
 
@@ -270,6 +293,13 @@ class Tool(abc.ABC):
         if not isinstance(name, str):  # a method: its repr would show this tool again, forever
             name = "?"
         return f"<{type(self).__name__} tool {name!r}>"
+
+
+def _approval_rule(value: Any) -> bool | Callable[[dict[str, Any]], bool]:
+    """``requires_approval`` checked: a bool or a predicate on the arguments."""
+    if isinstance(value, bool) or callable(value):
+        return value  # type: ignore[no-any-return]
+    raise TypeError(f"requires_approval must be a bool or a predicate on the arguments, got {value!r}")
 
 
 _DESCRIBED = frozenset({"name", "description", "parameters"})

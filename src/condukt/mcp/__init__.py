@@ -1,0 +1,47 @@
+"""MCP: tools from any MCP server, and condukt as an MCP server (extra ``[mcp]``).
+
+Built on the official ``mcp`` SDK, which runs on anyio: under trio (condukt's
+runtime) anyio uses its trio backend, so the SDK's sessions and transports
+are ordinary trio tasks and cancel scopes here.
+
+Client — put a server in an agent's tools list::
+
+    def tools(self):
+        return [condukt.mcp.stdio("python", "server.py", env={"TOKEN": condukt.secrets.env("TOKEN")}),
+                condukt.mcp.http("https://host/mcp", headers={...}, prefix="gh")]
+
+Server — expose condukt tools, operations or an agent to MCP clients::
+
+    await condukt.mcp.serve([MyTool, ReviewAgent.review_pr], transport="stdio")
+    app = condukt.mcp.asgi_app([MyTool])          # streamable HTTP, mountable
+
+See ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+try:
+    import mcp as _sdk  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "condukt.mcp needs the official MCP SDK: install the extra with `pip install 'condukt[mcp]'`"
+    ) from exc
+
+from ._connection import ConnectionLost, McpConnectError
+from ._definition import McpServer, http, sse, stdio
+from ._serve import asgi_app, serve, server_for
+from ._tool import McpTool, render
+
+__all__ = [
+    "ConnectionLost",
+    "McpConnectError",
+    "McpServer",
+    "McpTool",
+    "asgi_app",
+    "http",
+    "render",
+    "serve",
+    "server_for",
+    "sse",
+    "stdio",
+]
