@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -139,18 +140,12 @@ async def test_version() -> None:
     assert done.stdout.decode() == f"condukt {condukt.__version__}\n"
 
 
-async def test_serve_serves_an_asgi_app_until_ctrl_c(tmp_path: Path) -> None:
-    (tmp_path / "hello_app.py").write_text(
-        "from starlette.applications import Starlette\n"
-        "from starlette.responses import PlainTextResponse\n"
-        "from starlette.routing import Route\n"
-        "async def hello(request):\n"
-        "    return PlainTextResponse('hello from ' + request.url.path)\n"
-        "app = Starlette(routes=[Route('/there', hello)])\n"
-    )
+@contextlib.asynccontextmanager
+async def serving(directory: Path, target: str) -> AsyncIterator[str]:
+    """``condukt serve TARGET --port 0`` in ``directory``: its URL; leaving sends Ctrl-C and expects exit 0."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "condukt", "serve", "hello_app:app", "--port", "0"],
-        cwd=tmp_path,
+        [sys.executable, "-m", "condukt", "serve", target, "--port", "0"],
+        cwd=directory,
         env=environment(),
         stdout=-1,
         stderr=-1,
@@ -165,10 +160,7 @@ async def test_serve_serves_an_asgi_app_until_ctrl_c(tmp_path: Path) -> None:
                 received += chunk
         match = re.match(rb"serving on (http://127\.0\.0\.1:\d+)\n", received)
         assert match, received
-        async with httpx.AsyncClient() as client:
-            response = await client.get(match.group(1).decode() + "/there")
-        assert response.status_code == 200
-        assert response.text == "hello from /there"
+        yield match.group(1).decode()
         process.send_signal(signal.SIGINT)
         with trio.fail_after(TIMEOUT):
             assert await process.wait() == 0
@@ -176,6 +168,37 @@ async def test_serve_serves_an_asgi_app_until_ctrl_c(tmp_path: Path) -> None:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_serve_serves_an_asgi_app_until_ctrl_c(tmp_path: Path) -> None:
+    (tmp_path / "hello_app.py").write_text(
+        "from starlette.applications import Starlette\n"
+        "from starlette.responses import PlainTextResponse\n"
+        "from starlette.routing import Route\n"
+        "async def hello(request):\n"
+        "    return PlainTextResponse('hello from ' + request.url.path)\n"
+        "app = Starlette(routes=[Route('/there', hello)])\n"
+    )
+    async with serving(tmp_path, "hello_app:app") as url:
+        async with httpx.AsyncClient() as client:
+            response = await client.get(url + "/there")
+        assert response.status_code == 200
+        assert response.text == "hello from /there"
+
+
+async def test_serve_serves_the_condukt_web_endpoint(tmp_path: Path) -> None:
+    (tmp_path / "service.py").write_text(
+        "import condukt, condukt.web\n"
+        "from condukt.testing import FunctionModel, reply\n"
+        "class Echo(condukt.Agent):\n"
+        "    model = FunctionModel(lambda request: reply('echo: ' + request.messages[-1].text))\n"
+        "app = condukt.web.create_app(agents={'echo': Echo})\n"
+    )
+    async with serving(tmp_path, "service:app") as url:
+        async with httpx.AsyncClient() as client:
+            response = await client.post(url + "/agents/echo/runs", json={"prompt": "hello"})
+        assert response.status_code == 200, response.text
+        assert response.json()["text"] == "echo: hello"
 
 
 async def test_serve_names_a_missing_app_in_one_line(tmp_path: Path) -> None:
