@@ -295,10 +295,13 @@ def serve(
     SIGTERM) shuts it down gracefully (requests in flight finish, the app's
     lifespan shutdown runs) and exits 0.
     """
-    from hypercorn.config import Config
-    from hypercorn.trio import serve as hypercorn_serve
 
     async def main() -> int:
+        try:
+            from hypercorn.config import Config
+            from hypercorn.trio import serve as hypercorn_serve
+        except ImportError:
+            raise UsageError("condukt serve needs hypercorn: pip install 'condukt[cli]'") from None
         application = load_app(target)
         config = Config()
         config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
