@@ -38,13 +38,15 @@ def environment(**extra: str) -> dict[str, str]:
     return env
 
 
-async def condukt_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> trio.CompletedProcess[bytes]:
+async def condukt_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, stdin: bytes = b""
+) -> trio.CompletedProcess[bytes]:
     with trio.fail_after(TIMEOUT):
         return await trio.run_process(
             [sys.executable, "-m", "condukt", *args],
             env=env or environment(),
             cwd=cwd,
-            stdin=b"",
+            stdin=stdin,
             capture_stdout=True,
             capture_stderr=True,
             check=False,
@@ -350,3 +352,13 @@ async def test_usage_errors_are_one_line_with_status_2() -> None:
     help_text = await condukt_cli("run", "--help")
     assert help_text.returncode == 0
     assert "--base-url" in help_text.stdout.decode() and "--json" in help_text.stdout.decode()
+
+
+async def test_run_reads_the_prompt_from_stdin_with_a_dash(server: ProtocolServer) -> None:
+    server.add(reply("Read it."))
+    done = await condukt_cli(
+        "run", "-", *model_args(server), "--tools", "none", env=environment(OPENAI_API_KEY="k"), stdin=b"a prompt\non two lines\n"
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert "Read it." in done.stdout.decode()
+    assert "a prompt\non two lines" in json.dumps(server.requests[0].messages[-1]["content"]).replace("\\n", "\n")
