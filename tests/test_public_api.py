@@ -60,6 +60,7 @@ SUBPACKAGES = {
         "server_for", "sse", "stdio",
     },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
+    "condukt.cli": {"JsonPrinter", "Renderer", "app", "main"},
 }  # fmt: skip
 
 #: Names the top level used to export: still reachable, with a DeprecationWarning.
