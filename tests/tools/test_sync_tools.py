@@ -152,7 +152,7 @@ async def test_a_process_tool_past_its_timeout_is_killed_before_its_side_effect(
     # A worker's first start and its import of the tool's module (0.3-0.7 s, seconds on a
     # loaded machine) count against the tool's timeout; do both first, as a service's
     # earlier calls would have.
-    await trio_parallel.run_sync(importlib.import_module, write_later.fn.__module__)
+    await trio_parallel.run_sync(exec, f"import {write_later.fn.__module__}")
     target = tmp_path / "side-effect.txt"
     # 2 s of timeout: room for the worker to start the function even on a loaded machine.
     model = ScriptedModel([call("write_later", {"path": str(target), "seconds": 3}), reply("done")])
