@@ -34,10 +34,10 @@ TOP_LEVEL = {
 
 SUBPACKAGES = {
     "condukt.agent": {
-        "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle",
+        "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle", "AgentInfo",
         "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail", "InvalidInput",
-        "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunResult",
-        "RunTimeout", "Session", "Subagent", "SubagentSupervisor", "UnknownApproval", "UnknownOperation",
+        "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunInfo", "RunResult",
+        "RunTimeout", "Session", "Subagent", "SubagentSupervisor", "ToolCallInfo", "UnknownApproval", "UnknownOperation",
         "UsageLimitExceeded", "UsageLimits", "operation", "operations_of",
         "run", "run_operation",
     },
