@@ -19,7 +19,7 @@ from ._spawnable import H, H_co, Spawnable
 if TYPE_CHECKING:
     from ._node import Node
 
-__all__ = ["ChildCounts", "ChildInfo", "ChildSpec", "RestartType", "start_detached", "start_process"]
+__all__ = ["ChildCounts", "ChildInfo", "ChildSpec", "child_info", "RestartType", "start_detached", "start_process"]
 
 RestartType = Literal["permanent", "transient", "temporary"]
 _RESTART_TYPES = ("permanent", "transient", "temporary")
@@ -144,6 +144,12 @@ class ChildInfo:
     restarts: int
     restarting: bool
     supervisor: bool
+
+
+def child_info(spec: ChildSpec, handle: Handle | None, restarts: int, restarting: bool) -> ChildInfo:
+    """The :class:`ChildInfo` of a child started from ``spec``."""
+    start: Any = spec.start  # a Server subclass (validated); typed as Spawnable for inference
+    return ChildInfo(spec.id, handle, start, spec.restart, restarts, restarting, spec.is_supervisor)
 
 
 def validate_intensity(max_restarts: Any, max_seconds: Any) -> None:

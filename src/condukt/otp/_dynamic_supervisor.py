@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from ._child_spec import ChildCounts, ChildInfo, ChildSpec, start_process, validate_intensity
+from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, start_process, validate_intensity
 from ._errors import ChildNotFound, NoProc, TooManyChildren
 from ._process import Handle
 from ._signals import IGNORE, ExitReason
@@ -124,13 +124,10 @@ class DynamicSupervisorHandle(Handle):
         sup = self._sup()
         counts = sup._restarts
         infos = [
-            ChildInfo(None, handle, spec.start, spec.restart, counts.get(handle, 0) if counts else 0, False,
-                      spec.is_supervisor)
+            child_info(spec, handle, counts.get(handle, 0) if counts else 0, False)
             for handle, spec in sup._children.items()
         ]
-        for r in sup._restarting.values():
-            spec = r.spec
-            infos.append(ChildInfo(None, None, spec.start, spec.restart, r.restarts - 1, True, spec.is_supervisor))
+        infos.extend(child_info(r.spec, None, r.restarts - 1, True) for r in sup._restarting.values())
         return infos
 
     def which_children(self) -> list[tuple[None, Handle]]:

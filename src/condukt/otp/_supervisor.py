@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from ._child_spec import ChildCounts, ChildInfo, ChildSpec, start_process, validate_supervisor
+from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, start_process, validate_supervisor
 from ._errors import ChildNotFound, ChildRestarting, ChildRunning, NoProc
 from ._process import Caller, Handle
 from ._signals import IGNORE, ExitReason, _Sentinel
@@ -77,11 +77,7 @@ class SupervisorHandle(Handle):
 
         Synchronous. Raises :class:`NoProc` once the supervisor has exited.
         """
-        return [
-            ChildInfo(c.spec.id, c.handle, c.spec.start, c.spec.restart, c.restarts, c.restarting,
-                      c.spec.is_supervisor)
-            for c in self._sup()._children
-        ]
+        return [child_info(c.spec, c.handle, c.restarts, c.restarting) for c in self._sup()._children]
 
     def count_children(self) -> ChildCounts:
         """How many specs, running children, supervisors and workers.
