@@ -20,7 +20,7 @@ from ..otp import Caller, NameTaken, Node, Server
 __all__ = ["EVENT_LOG_NAME", "EventLog", "event_log"]
 
 #: The registered name of a node's event log process.
-EVENT_LOG_NAME = ("condukt.web.observer", "event_log")
+EVENT_LOG_NAME = "condukt.web.observer:event_log"
 
 
 class EventLog(Server):
