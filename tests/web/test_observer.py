@@ -269,3 +269,31 @@ async def test_a_function_model_agent_shows_its_tool_calls_in_flight() -> None:
             gate.open.set()
         view = by_key(observer.snapshot(node))[str(agent.id)].agent
         assert view is not None and view.run is None and view.state == "idle"
+
+
+def test_the_observer_of_an_endpoint_on_uvicorn_asyncio() -> None:
+    """The same routes on asyncio: a FastAPI app whose lifespan opens the node, the endpoint mounted in it."""
+    from fastapi import FastAPI
+
+    import condukt.lifespan
+
+    from .helpers import Echo, uvicorn_server
+
+    app = FastAPI(lifespan=condukt.lifespan.lifespan)
+    app.mount("/v1", condukt.web.create_app(agents={"echo": Echo}, token=TOKEN, observer=True))
+    with uvicorn_server(app) as url, httpx.Client(base_url=f"{url}/v1", timeout=10) as client:
+        session = client.post("/agents/echo/runs", json={"prompt": "hi"}, headers=AUTH).json()["session"]
+        snap = client.get("/observer/api/snapshot", headers=AUTH).json()
+        (agent,) = [p for p in snap["processes"] if p["kind"] == "agent"]
+        assert agent["agent"]["session_id"] == session and agent["agent"]["state"] == "idle"
+        events = client.get(f"/observer/api/agents/{session}/events", headers=AUTH).json()["events"]
+        assert events == []  # the log starts with the observer's first look; the run was before
+        client.post("/agents/echo/runs", json={"prompt": "again", "session": session}, headers=AUTH)
+        events = client.get(f"/observer/api/agents/{session}/events", headers=AUTH).json()["events"]
+        assert events[0]["type"] == "agent_start" and events[-1] == {"type": "done", "status": "completed",
+                                                                        "seq": events[-1]["seq"]}
+        aborted = client.post(f"/observer/api/processes/{agent['pid']}/abort", headers=AUTH).json()
+        assert aborted == {"pid": agent["pid"], "aborted": False}
+        with client.stream("GET", "/observer/api/stream", headers=AUTH) as response:
+            first = next(response.iter_lines())
+            assert first == "event: snapshot"
