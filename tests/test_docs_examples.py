@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GUIDES = ["docs/agents.md", "docs/capabilities.md", "docs/mcp.md", "docs/approvals.md", "docs/guardrails.md"]
+GUIDES = ["docs/agents.md", "docs/capabilities.md", "docs/mcp.md", "docs/approvals.md", "docs/guardrails.md",
+          "docs/observer.md"]
 TIMEOUT = 30.0
 
 _FENCE = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
