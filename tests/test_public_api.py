@@ -50,6 +50,9 @@ SUBPACKAGES = {
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
     "condukt.web": {"SessionsFull", "create_app"},
+    "condukt.web.observer": {
+        "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
+    },
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
         "SandboxError", "redact_host_credentials",
@@ -109,7 +112,7 @@ PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.lifespan", "condukt.web", "condukt.events",
+    "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events",
 ]  # fmt: skip
 
 

@@ -64,8 +64,9 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 def snapshot(node: Node) -> Snapshot:
     """The supervision tree of ``node`` now (what the page shows), as attrs data.
 
-    Synchronous; call it from the node's trio run. ``condukt.serialization``
-    turns it (or any :class:`ProcessView`) into JSON. Raises
+    Synchronous; call it from the node's trio run.
+    ``condukt.serialization.unstructure(view)`` turns a
+    :class:`ProcessView` into the JSON the page receives. Raises
     :class:`~condukt.ConduktError` if the node is not running.
     """
     return take_snapshot(node)
