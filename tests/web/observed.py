@@ -1,30 +1,15 @@
-"""What the observer tests watch: a tool that blocks until the test opens it, and servers that crash or block."""
+"""What the observer tests watch: servers that crash or block, and the agent tests' ``Gate`` tool (blocks until opened)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import trio
+from agent.test_control import Gate
 
 import condukt
 
-
-class Gate(condukt.Tool):
-    """``gate``: blocks until ``self.open`` is set, then answers ``"passed"``."""
-
-    name = "gate"
-    description = "Waits for the test."
-    parameters = {"type": "object", "properties": {}}
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered = trio.Event()
-        self.open = trio.Event()
-
-    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
-        self.entered.set()
-        await self.open.wait()
-        return "passed"
+__all__ = ["Blocked", "Crashy", "Gate"]
 
 
 class Crashy(condukt.Server):
