@@ -180,3 +180,21 @@ async def test_the_page_shows_the_live_tree_a_restart_and_aborts_a_run(browser: 
                 await trio.to_thread.run_sync(watch_run)
             assert len(outcome) == 1 and not reviewer.running  # type: ignore[attr-defined]
             hold.set()
+
+
+async def test_without_a_token_in_its_address_the_page_asks_for_it_and_keeps_it_for_the_tab(browser: Any) -> None:
+    async with condukt.open_node() as node:
+        await node.start_supervisor([condukt.ChildSpec("w", Blocked)], name="app")
+        async with hypercorn_trio(observer.create_app(node, token=TOKEN, interval=0.1)) as url:
+
+            def log_in() -> None:
+                browser.get(observer.page_url(url, path="/"))
+                alert = wait_until(browser, lambda d: d.switch_to.alert, "a prompt for the token")
+                alert.send_keys(TOKEN)
+                alert.accept()
+                wait_until(browser, lambda d: any(r["kind"] == "supervisor" for r in rows(d)), "the tree")
+                browser.refresh()  # the tab remembers the token: no prompt this time
+                wait_until(browser, lambda d: any(r["kind"] == "supervisor" for r in rows(d)), "the tree again")
+                assert TOKEN not in browser.current_url
+
+            await trio.to_thread.run_sync(log_in)
