@@ -34,10 +34,10 @@ TOP_LEVEL = {
 
 SUBPACKAGES = {
     "condukt.agent": {
-        "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle",
+        "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle", "AgentInfo",
         "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail", "InvalidInput",
-        "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunResult",
-        "RunTimeout", "Session", "Subagent", "SubagentSupervisor", "UnknownApproval", "UnknownOperation",
+        "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunInfo", "RunResult",
+        "RunTimeout", "Session", "Subagent", "SubagentSupervisor", "ToolCallInfo", "UnknownApproval", "UnknownOperation",
         "UsageLimitExceeded", "UsageLimits", "operation", "operations_of",
         "run", "run_operation",
     },
@@ -50,6 +50,9 @@ SUBPACKAGES = {
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
     "condukt.web": {"SessionsFull", "create_app"},
+    "condukt.web.observer": {
+        "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
+    },
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
         "SandboxError", "redact_host_credentials",
@@ -110,7 +113,7 @@ PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.lifespan", "condukt.web", "condukt.events",
+    "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events",
 ]  # fmt: skip
 
 

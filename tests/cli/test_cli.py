@@ -362,3 +362,47 @@ async def test_run_reads_the_prompt_from_stdin_with_a_dash(server: ProtocolServe
     assert done.returncode == 0, done.stderr.decode()
     assert "Read it." in done.stdout.decode()
     assert "a prompt\non two lines" in json.dumps(server.requests[0].messages[-1]["content"]).replace("\\n", "\n")
+
+
+async def test_observe_prints_the_page_of_a_running_app() -> None:
+    done = await condukt_cli("observe", "http://127.0.0.1:8000", "--token", "s3cret", "--no-open")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == "http://127.0.0.1:8000/observer/#token=s3cret\n"
+
+
+async def test_observe_without_an_app_serves_a_live_demo_node_until_ctrl_c() -> None:
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "condukt", "observe", "--no-open", "--port", "0", "--token", "t0k"],
+        env=environment(),
+        stdout=-1,
+        stderr=-1,
+    )
+    try:
+        assert process.stdout is not None
+        received = b""
+        with trio.fail_after(TIMEOUT):
+            while b"\n" not in received:
+                chunk = await process.stdout.receive_some()
+                assert chunk, "observe exited before listening"
+                received += chunk
+        match = re.match(rb"observing a demo node at (http://127\.0\.0\.1:\d+/)#token=t0k ", received)
+        assert match, received
+        url = match.group(1).decode()
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(url + "api/snapshot")).status_code == 401
+            with trio.fail_after(TIMEOUT):
+                while True:  # the reviewers get busy: a tool call in flight shows on the page's data
+                    snapshot = (await client.get(url + "api/snapshot", headers={"Authorization": "Bearer t0k"})).json()
+                    agents = {p["name"]: p["agent"] for p in snapshot["processes"] if p["kind"] == "agent"}
+                    run = (agents.get("reviewer-1") or {}).get("run")
+                    if run and run.get("tool_calls"):
+                        break
+                    await trio.sleep(0.1)
+        assert {"reviewer-1", "reviewer-2", "reviewer-3", "flaky"} <= set(agents)
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(TIMEOUT):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -25,7 +25,7 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="condukt",
-    help="Reliable LLM agents as supervised processes on trio: run, chat, serve, demo.",
+    help="Reliable LLM agents as supervised processes on trio: run, chat, serve, observe, demo.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -318,6 +318,63 @@ def serve(
                 )
                 binds = await nursery.start(start)
                 print(f"serving on {' '.join(binds)}", flush=True)
+        print("stopped", flush=True)
+        return 0
+
+    _execute(main)
+
+
+# ----------------------------------------------------------------------------- observe
+
+
+@app.command()
+def observe(
+    url: Annotated[
+        str | None,
+        typer.Argument(help="A running app's address (its observer at /observer/); none: a live offline demo."),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option("--token", envvar="CONDUKT_TOKEN", help="The app's bearer token.")
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Demo: the address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Demo: the port (0: any free port).")] = 8001,
+    open_browser: Annotated[bool, typer.Option("--open/--no-open", help="Open the page in a browser.")] = True,
+) -> None:
+    """The live dashboard of a node: its supervision tree, agents' runs and events, an abort button.
+
+    With URL: prints (and opens) the observer page of a condukt.web app
+    started with observer=True, the token in the page address's fragment
+    (never sent to the server). Without: starts an offline demo node
+    (scripted agents under a supervisor, busy with tool calls, one crashing
+    now and then) and serves its observer until Ctrl-C.
+    """
+    import webbrowser
+
+    from ..web import observer as observer_web
+
+    if url is not None:
+        page = observer_web.page_url(url, token)
+        print(page, flush=True)
+        if open_browser:
+            webbrowser.open(page)
+        raise typer.Exit(0)
+
+    from ._observe import demo_workload
+
+    async def main() -> int:
+        async with condukt.open_node() as node, trio.open_nursery() as nursery:
+            await nursery.start(demo_workload, node)
+            address = await nursery.start(
+                functools.partial(observer_web.serve, node, host=host, port=port, token=token)
+            )
+            page = observer_web.page_url(address, token, path="/")
+            print(f"observing a demo node at {page} (Ctrl-C stops)", flush=True)
+            if open_browser:
+                webbrowser.open(page)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+            nursery.cancel_scope.cancel()
         print("stopped", flush=True)
         return 0
 

@@ -19,7 +19,7 @@ from ._spawnable import H, H_co, Spawnable
 if TYPE_CHECKING:
     from ._node import Node
 
-__all__ = ["ChildCounts", "ChildSpec", "RestartType", "start_detached", "start_process"]
+__all__ = ["ChildCounts", "ChildInfo", "ChildSpec", "child_info", "RestartType", "start_detached", "start_process"]
 
 RestartType = Literal["permanent", "transient", "temporary"]
 _RESTART_TYPES = ("permanent", "transient", "temporary")
@@ -122,6 +122,34 @@ class ChildCounts:
     active: int
     supervisors: int
     workers: int
+
+
+@attrs.frozen
+class ChildInfo:
+    """One child of a supervisor, as ``child_info()`` reports it (for dashboards and debugging).
+
+    ``id``: the spec's id (``None`` under a dynamic supervisor); ``handle``:
+    the running incarnation, or ``None`` (not running: terminated, ignored,
+    or being restarted); ``server_class``: what the spec starts; ``restart``:
+    the spec's restart type; ``restarts``: how many times the supervisor
+    restarted this child after an exit (restarts that started; a manual
+    ``restart_child`` is not counted); ``restarting``: a restart is due or
+    under way; ``supervisor``: the child is itself a supervisor.
+    """
+
+    id: Hashable | None
+    handle: Handle | None
+    server_class: type[Server]
+    restart: RestartType
+    restarts: int
+    restarting: bool
+    supervisor: bool
+
+
+def child_info(spec: ChildSpec, handle: Handle | None, restarts: int, restarting: bool) -> ChildInfo:
+    """The :class:`ChildInfo` of a child started from ``spec``."""
+    start: Any = spec.start  # a Server subclass (validated); typed as Spawnable for inference
+    return ChildInfo(spec.id, handle, start, spec.restart, restarts, restarting, spec.is_supervisor)
 
 
 def validate_intensity(max_restarts: Any, max_seconds: Any) -> None:

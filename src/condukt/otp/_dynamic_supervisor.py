@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from ._child_spec import ChildCounts, ChildSpec, start_process, validate_intensity
+from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, start_process, validate_intensity
 from ._errors import ChildNotFound, NoProc, TooManyChildren
 from ._process import Handle
 from ._signals import IGNORE, ExitReason
@@ -30,11 +30,13 @@ Intensity = Literal["supervisor", "per_child"]
 class _Restarting:
     """A child being restarted, filed under the handle of the incarnation that exited."""
 
-    __slots__ = ("intensity", "old", "spec", "stamp", "starting")
+    __slots__ = ("intensity", "old", "restarts", "spec", "stamp", "starting")
 
-    def __init__(self, spec: ChildSpec, old: Handle, intensity: RestartIntensity) -> None:
+    def __init__(self, spec: ChildSpec, old: Handle, intensity: RestartIntensity, restarts: int) -> None:
         self.spec = spec
         self.old = old
+        #: How many restarts of this child will have started once this one does.
+        self.restarts = restarts
         #: The intensity this child's restarts count against (the supervisor's, or its own).
         self.intensity = intensity
         #: The incarnation whose ``init`` runs in the background, if any.
@@ -89,6 +91,8 @@ class DynamicSupervisorHandle(Handle):
         sup = self._sup()
         spec = sup._children.pop(child, None)
         if spec is not None:
+            if sup._restarts:
+                sup._restarts.pop(child, None)
             await stop_child(child, spec)
             return
         restarting = sup._restarting.pop(child, None)
@@ -110,6 +114,21 @@ class DynamicSupervisorHandle(Handle):
         return ChildCounts(
             specs=len(specs), active=len(sup._children), supervisors=sups, workers=len(specs) - sups
         )
+
+    def child_info(self) -> list[ChildInfo]:
+        """A :class:`ChildInfo` for every child: the running ones in start order, then those being restarted.
+
+        A child being restarted has ``handle`` ``None`` and ``restarting``
+        true. Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        """
+        sup = self._sup()
+        counts = sup._restarts
+        infos = [
+            child_info(spec, handle, counts.get(handle, 0) if counts else 0, False)
+            for handle, spec in sup._children.items()
+        ]
+        infos.extend(child_info(r.spec, None, r.restarts - 1, True) for r in sup._restarting.values())
+        return infos
 
     def which_children(self) -> list[tuple[None, Handle]]:
         """``(None, handle)`` for every running child, in start order.
@@ -168,6 +187,8 @@ class DynamicSupervisor(SupervisorBase):
         self._intensity = RestartIntensity(max_restarts, max_seconds)
         self._ordered_shutdown = ordered_shutdown
         self._children: dict[Handle, ChildSpec] = {}
+        #: Restarts that started, per running child that has been restarted (``child_info``).
+        self._restarts: dict[Handle, int] = {}
         self._restarting: dict[Handle, _Restarting] = {}
         self._starting = 0
 
@@ -201,12 +222,13 @@ class DynamicSupervisor(SupervisorBase):
     def _child_exit_now(self, handle: Handle, reason: ExitReason, key: Any) -> bool:
         spec = self._children.pop(handle, None)
         lineage = self._lineage.pop(handle, None) if self._per_child else None
+        restarts = self._restarts.pop(handle, 0) if self._restarts else 0
         if spec is not None and needs_restart(spec.restart, reason):
             if self._per_child:
                 intensity = lineage or RestartIntensity(self._max_restarts, self._max_seconds)
             else:
                 intensity = self._intensity
-            restarting = self._restarting[handle] = _Restarting(spec, handle, intensity)
+            restarting = self._restarting[handle] = _Restarting(spec, handle, intensity, restarts + 1)
             self._attempt(restarting)
         return True
 
@@ -236,6 +258,7 @@ class DynamicSupervisor(SupervisorBase):
         del self._restarting[restarting.old]
         restarting.intensity.release(restarting)
         self._children[handle] = restarting.spec
+        self._restarts[handle] = restarting.restarts
         if self._per_child:
             self._lineage[handle] = restarting.intensity
 
@@ -255,6 +278,7 @@ class DynamicSupervisor(SupervisorBase):
     async def terminate(self, reason: ExitReason) -> None:
         children = list(self._children.items())
         self._children.clear()
+        self._restarts.clear()
         for restarting in self._restarting.values():
             if restarting.starting is not None:
                 children.append((restarting.starting, restarting.spec))

@@ -578,6 +578,24 @@ class Process:
         mailbox = self._mailbox
         return 0 if mailbox is None else len(mailbox)
 
+    @property
+    def status(self) -> str:
+        """Where the process stands, as Erlang's ``process_info(Pid, status)`` says it.
+
+        ``"starting"`` (its ``init`` runs), ``"waiting"`` (idle, parked on an
+        empty mailbox; work it started as tasks may still run), ``"running"``
+        (handling a message, or runnable), ``"stopping"`` (it must exit:
+        ``terminate`` runs or is due) or ``"exited"``. Synchronous; never raises.
+        """
+        state = self._state
+        if state == _DEAD:
+            return "exited"
+        if self._stop is not None:
+            return "stopping"
+        if state == _STARTING or state == _BOOTING:
+            return "starting"
+        return "waiting" if self._parked else "running"
+
     def __repr__(self) -> str:
         return f"<Process of {self._handle!r}>"
 

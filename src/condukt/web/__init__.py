@@ -9,7 +9,8 @@ returns a Starlette ASGI app with the routes of ``docs/http.md``: runs as
 JSON or Server-Sent Events, sessions (one agent process per conversation,
 under a dynamic supervisor whose restart intensity is per child), steer,
 abort, history, delete, typed operations, ``/openapi.json`` and
-``/healthz``. Served natively on trio (``hypercorn -k trio``, or
+``/healthz``; with ``observer=True`` the live dashboard of the node
+(:mod:`condukt.web.observer`). Served natively on trio (``hypercorn -k trio``, or
 :func:`hypercorn.trio.serve`) or on asyncio (uvicorn) through
 :mod:`condukt.asyncio`: the same app object on both.
 """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -15,7 +14,7 @@ import sniffio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from .. import __version__, events, serialization
 from .. import asyncio as condukt_asyncio
@@ -35,26 +34,12 @@ from ..messages import Message
 from ..otp import CallError, Node, NoProc, current_node
 from ..providers import ModelError
 from ..schema import Schema
+from ._http import Handler, HTTPError, guard
 from ._openapi import openapi
 from ._sessions import AgentRoute, Sessions, SessionsFull
+from .observer import routes as observer_routes
 
 __all__ = ["HTTPError", "create_app"]
-
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-class HTTPError(Exception):
-    """An error answer: status, the JSON body ``{"error", "message", ...}`` and headers."""
-
-    def __init__(self, status: int, error: str, message: str, *, headers: Mapping[str, str] | None = None,
-                 **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = {"error": error, "message": message, **extra}
-        self.headers = dict(headers or {})
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body, self.status, headers=self.headers)
 
 
 @attrs.frozen
@@ -83,22 +68,7 @@ class Endpoint:
 
     def guard(self, handler: Handler, *, public: bool = False) -> Handler:
         """Wrap ``handler``: bearer auth (unless ``public``) and :class:`HTTPError` answers."""
-        expected = self.token
-
-        async def guarded(request: Request) -> Response:
-            try:
-                if expected is not None and not public:
-                    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-                    # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
-                    matches = hmac.compare_digest(given.strip().encode("utf-8", "replace"), expected)
-                    if scheme.lower() != "bearer" or not matches:
-                        raise HTTPError(401, "Unauthorized", "a valid 'Authorization: Bearer <token>' header is needed",
-                                        headers={"WWW-Authenticate": "Bearer"})
-                return await handler(request)
-            except HTTPError as exc:
-                return exc.response()
-
-        return guarded
+        return guard(handler, self.token, public=public)
 
     async def read_json(self, request: Request) -> Any:
         """The request's JSON body, read up to ``max_body_size`` bytes (413 beyond, as soon as it is passed)."""
@@ -366,6 +336,7 @@ def create_app(
     run_timeout: float | None = 300.0,
     max_restarts: int = 3,
     max_seconds: float = 5.0,
+    observer: bool = False,
 ) -> Starlette:
     """The HTTP endpoint for ``agents`` and ``operations``: a Starlette ASGI app (routes in ``docs/http.md``).
 
@@ -390,6 +361,11 @@ def create_app(
     ``max_sessions`` live sessions at most (503 with ``Retry-After``
     beyond); a session idle for ``session_idle_timeout`` seconds (``None``:
     never) is stopped. ``run_timeout`` bounds each run and operation.
+
+    ``observer=True`` serves the live dashboard of the node at
+    ``/observer/`` (``docs/observer.md``), its data behind the token. Off
+    by default: it shows every session (ids, prompts, events) to whoever
+    holds the token, or to everyone when there is none.
 
     Raises ``TypeError``/``ValueError`` for bad arguments. Synchronous.
     """
@@ -422,6 +398,8 @@ def create_app(
         raise ValueError(f"max_seconds must be a number > 0, got {max_seconds!r}")
     if token is not None and (not isinstance(token, str) or not token):
         raise ValueError("token must be None or a non-empty str")
+    if not isinstance(observer, bool):
+        raise TypeError(f"observer must be a bool, got {observer!r}")
     endpoint = Endpoint(
         routes=routes,
         operations=ops,
@@ -467,6 +445,7 @@ def create_app(
             Route("/operations/{name}", g(endpoint.operation), methods=["POST"]),
             Route("/openapi.json", g(endpoint.openapi), methods=["GET"]),
             Route("/healthz", g(endpoint.healthz, public=True), methods=["GET"]),
+            *([Mount("/observer", routes=observer_routes(endpoint.node_of, g))] if observer else []),
         ],
         lifespan=lifespan,
     )
