@@ -23,9 +23,11 @@ It does not do proxies or HTTP/2: give the node another transport
 
 from __future__ import annotations
 
+import logging
 import select
 import ssl
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -35,6 +37,8 @@ from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_request
 
 __all__ = ["TrioTransport"]
 
+logger = logging.getLogger("condukt.providers")
+
 _Origin = tuple[bytes, str, int]
 _RECEIVE_SIZE = 65536
 _ACCEPT_ENCODING = (b"Accept-Encoding", b"gzip, deflate")
@@ -43,13 +47,15 @@ _ACCEPT_ENCODING = (b"Accept-Encoding", b"gzip, deflate")
 class _Connection:
     """One HTTP/1.1 connection: a trio stream and its response reader."""
 
-    __slots__ = ("idle_since", "origin", "reader", "stream")
+    __slots__ = ("idle_since", "origin", "progress", "reader", "stream")
 
     def __init__(self, origin: _Origin, stream: trio.abc.Stream) -> None:
         self.origin = origin
         self.stream = stream
         self.reader = ResponseReader()
         self.idle_since = 0.0
+        #: Called whenever bytes of the current response arrive (the request's ``condukt.progress``).
+        self.progress: Callable[[], object] | None = None
 
     def looks_closed(self) -> bool:
         """Whether the peer closed (or sent junk on) this idle connection."""
@@ -58,9 +64,7 @@ class _Connection:
         sock = _socket_of(self.stream)
         if sock is None:
             return False
-        poller = select.poll()
-        poller.register(sock.fileno(), select.POLLIN)
-        return bool(poller.poll(0))
+        return _peer_closed(sock)
 
     async def receive(self, timeout: float | None) -> None:
         """Read more bytes into the reader (EOF is passed on as :meth:`ResponseReader.eof`)."""
@@ -73,6 +77,8 @@ class _Connection:
                 raise httpx.ReadTimeout("timed out waiting for the server")
         if data:
             self.reader.feed(bytes(data))
+            if self.progress is not None:
+                self.progress()
         else:
             self.reader.eof()
 
@@ -88,6 +94,32 @@ def _socket_of(stream: trio.abc.Stream) -> trio.socket.SocketType | None:
         if inner is None:
             return None
     return inner.socket
+
+
+def _poll_readable(fd: int) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _select_readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+#: Whether an idle socket has something to read (data, EOF or a reset), without waiting.
+#: ``select.poll`` where there is one (POSIX: no ``FD_SETSIZE`` limit on the
+#: descriptor, about 1.3 us); ``select.select`` on one socket elsewhere
+#: (Windows, whose ``select`` takes any socket handle). A non-blocking
+#: ``recv(MSG_PEEK)`` would need a second socket object per check (9 us).
+_readable = _poll_readable if hasattr(select, "poll") else _select_readable
+
+
+def _peer_closed(sock: trio.socket.SocketType) -> bool:
+    """Whether the peer closed (or sent junk on, or reset) an idle connection."""
+    try:
+        return _readable(sock.fileno())
+    except (OSError, ValueError):
+        return True  # a descriptor the probe cannot look at: do not trust the connection
 
 
 def _close_now(stream: trio.abc.Stream) -> None:
@@ -177,6 +209,31 @@ async def _wait_for_slot(slots: trio.Semaphore, timeout: float | None) -> None:
     raise httpx.PoolTimeout("no connection became free in time")
 
 
+#: Methods RFC 9110 (9.2.2) calls idempotent: sending one twice does what sending it once does.
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+
+
+def _resend_reason(request: httpx.Request, exc: httpx.HTTPError) -> str | None:
+    """Why ``request``, failed on a reused connection before any byte of an answer, may be sent
+    again on a new one; ``None`` if it may not.
+
+    The rule: a request is sent again only when the server cannot have acted
+    on it. Writing it failed, so the server never had the whole request; or
+    it is idempotent (by method, or it carries an ``Idempotency-Key``), so
+    acting twice is acting once. A ``POST`` that was written whole and then
+    met a closed connection is not sent again: the server may have read and
+    processed it before closing. Its body must be in memory (a streamed body
+    cannot be replayed).
+    """
+    if not isinstance(request.stream, httpx.ByteStream):
+        return None
+    if isinstance(exc, httpx.WriteError):
+        return "the reused connection was closed before the request was sent; sent again on a new connection"
+    if request.method in _IDEMPOTENT or "idempotency-key" in request.headers:
+        return "the reused connection was closed without an answer; idempotent request sent again on a new connection"
+    return None
+
+
 def _timeouts(request: httpx.Request) -> dict[str, float | None]:
     timeouts: dict[str, float | None] = request.extensions.get("timeout") or {}
     return timeouts
@@ -194,6 +251,20 @@ class TrioTransport(httpx.AsyncBaseTransport):
 
     Cancelling a request at any point closes its connection: nothing is
     returned to the pool half-read.
+
+    A kept-alive connection the server closed while it was idle is not
+    reused (a non-blocking readability check before each reuse). If it is
+    closed in the instant after that check, the request is sent again on a
+    new connection only when the server cannot have acted on it (see
+    :func:`_resend_reason`: the write failed, or the request is idempotent);
+    otherwise the error is raised for the caller's retry policy to judge.
+    Every resend is logged (``condukt.providers``, INFO) and reported to
+    the request's ``condukt.resend`` extension, an async callable taking
+    the reason, if it has one (:class:`~condukt.providers.lowlevel.HttpModel`
+    turns it into a :class:`~condukt.events.Retry` event). A request's
+    ``condukt.progress`` extension, a callable, is called whenever bytes
+    of its response arrive, head and body alike (an idle timeout that
+    resets while bytes move).
     """
 
     def __init__(
@@ -252,6 +323,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         port = url.port or (443 if scheme == b"https" else 80)
         origin: _Origin = (scheme, url.host, port)
         timeouts = _timeouts(request)
+        progress = request.extensions.get("condukt.progress")
         slots = self._slots
         if slots is not None:
             try:
@@ -267,17 +339,27 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 if conn is None:
                     conn = await self._connect(origin, timeouts.get("connect"))
                 self._active.add(conn)
+                conn.progress = progress
                 try:
                     await self._send(conn, request, timeouts.get("write"))
                     head = await self._receive_head(conn, timeouts.get("read"), request.method == "HEAD")
                     break
-                except (httpx.WriteError, httpx.ReadError, httpx.RemoteProtocolError):
-                    # A kept-alive connection the server closed just as it was
-                    # reused: nothing was answered, so send again on a fresh one.
-                    if not reused or conn.reader.started or not isinstance(request.stream, httpx.ByteStream):
+                except (httpx.WriteError, httpx.ReadError, httpx.RemoteProtocolError) as exc:
+                    # A kept-alive connection the server closed just as it was reused.
+                    reason = _resend_reason(request, exc) if reused and not conn.reader.started else None
+                    if reason is None:
+                        if reused and not conn.reader.started:
+                            raise type(exc)(
+                                f"{exc} (a reused connection, closed after the whole request was sent:"
+                                " the server may have processed it, so it is not sent again here)"
+                            ) from exc
                         raise
                     self._forget(conn)
                     conn = None
+                    logger.info("%s %s: %s", request.method, url.host, reason)
+                    on_resend = request.extensions.get("condukt.resend")
+                    if on_resend is not None:
+                        await on_resend(reason)
         except BaseException as exc:
             if conn is not None:
                 self._discard(conn)
@@ -388,6 +470,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
     def _release(self, conn: _Connection) -> None:
         """A response was read to its end: keep the connection if it can be reused."""
         self._active.discard(conn)
+        conn.progress = None
         if self._slots is not None:
             self._slots.release()
         if not self._closed and conn.reader.next_response() and self._idle_count < self._max_idle:
