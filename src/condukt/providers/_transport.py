@@ -17,8 +17,11 @@ classes, keeping the cause (a TLS verification failure, say) in the message.
 A request without ``User-Agent`` or ``Accept-Encoding`` headers gets
 ``condukt/<version>`` and ``gzip, deflate`` (httpx decodes both).
 
-It does not do proxies or HTTP/2: give the node another transport
-(:func:`condukt.providers.configure_http`) if you need them.
+It goes through HTTP and HTTPS proxies, given as ``proxy=`` or read from
+``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` / ``NO_PROXY`` by httpx's
+rules (:mod:`._proxy`): a forward proxy for ``http://`` URLs, a ``CONNECT``
+tunnel for ``https://`` ones. It does not do SOCKS or HTTP/2: give the node
+another transport (:func:`condukt.providers.configure_http`) if you need them.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import httpx
 import trio
 
 from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_request
+from ._proxy import Proxy, ProxyMap
 
 __all__ = ["TrioTransport"]
 
@@ -47,11 +51,13 @@ _ACCEPT_ENCODING = (b"Accept-Encoding", b"gzip, deflate")
 class _Connection:
     """One HTTP/1.1 connection: a trio stream and its response reader."""
 
-    __slots__ = ("idle_since", "origin", "progress", "reader", "stream")
+    __slots__ = ("idle_since", "origin", "progress", "reader", "stream", "via")
 
-    def __init__(self, origin: _Origin, stream: trio.abc.Stream) -> None:
+    def __init__(self, origin: _Origin, stream: trio.abc.Stream, via: Proxy | None = None) -> None:
         self.origin = origin
         self.stream = stream
+        #: The forward proxy this plain-HTTP connection goes to (requests then use the absolute form).
+        self.via = via
         self.reader = ResponseReader()
         self.idle_since = 0.0
         #: Called whenever bytes of the current response arrive (the request's ``condukt.progress``).
@@ -234,6 +240,27 @@ def _resend_reason(request: httpx.Request, exc: httpx.HTTPError) -> str | None:
     return None
 
 
+async def _tunnel(stream: trio.abc.Stream, proxy: Proxy, host: str, port: int) -> None:
+    """Ask ``proxy`` for a ``CONNECT`` tunnel to ``host:port`` on ``stream``.
+
+    A refusal is an ``httpx.ProxyError`` with the proxy's status (``407``:
+    the credentials were missing or wrong); it never shows them.
+    """
+    authority = (f"[{host}]" if ":" in host else host).encode("idna") + b":%d" % port
+    await stream.send_all(encode_request(b"CONNECT", authority, [(b"Host", authority), *proxy.headers], None))
+    reader = ResponseReader()
+    while (head := reader.head(head_request=True)) is None:
+        data = await stream.receive_some(_RECEIVE_SIZE)
+        if not data:
+            reader.eof()
+        reader.feed(bytes(data))
+    if not 200 <= head.status_code < 300:
+        reason = head.reason.decode("latin-1")
+        raise httpx.ProxyError(
+            f"the proxy {proxy.label} refused to tunnel to {host}:{port}: {head.status_code} {reason}".rstrip()
+        )
+
+
 def _timeouts(request: httpx.Request) -> dict[str, float | None]:
     timeouts: dict[str, float | None] = request.extensions.get("timeout") or {}
     return timeouts
@@ -251,6 +278,13 @@ class TrioTransport(httpx.AsyncBaseTransport):
 
     Cancelling a request at any point closes its connection: nothing is
     returned to the pool half-read.
+
+    ``proxy`` (a URL or ``httpx.Proxy``) sends every request through that
+    HTTP(S) proxy; without it and with ``trust_env``, the environment's
+    ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` / ``NO_PROXY`` are read
+    once, here, as ``httpx.AsyncClient(trust_env=True)`` reads them.
+    Credentials in the proxy URL go to the proxy alone, as
+    ``Proxy-Authorization``, and never into a message.
 
     A kept-alive connection the server closed while it was idle is not
     reused (a non-blocking readability check before each reuse). If it is
@@ -274,7 +308,11 @@ class TrioTransport(httpx.AsyncBaseTransport):
         max_keepalive_connections: int | None = 1000,
         keepalive_expiry: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        proxy: httpx.Proxy | httpx.URL | str | None = None,
+        trust_env: bool = True,
     ) -> None:
+        self._proxies = ProxyMap(proxy, trust_env=trust_env)
+        self._routes: dict[_Origin, Proxy | None] = {}
         self._slots = trio.Semaphore(max_connections) if max_connections else None
         self._max_idle = max_keepalive_connections if max_keepalive_connections is not None else 1 << 30
         self._expiry = keepalive_expiry
@@ -337,7 +375,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 conn = self._reuse(origin)
                 reused = conn is not None
                 if conn is None:
-                    conn = await self._connect(origin, timeouts.get("connect"))
+                    conn = await self._connect(origin, timeouts.get("connect"), self._route(origin))
                 self._active.add(conn)
                 conn.progress = progress
                 try:
@@ -390,12 +428,35 @@ class TrioTransport(httpx.AsyncBaseTransport):
             conn.close()
         return None
 
-    async def _connect(self, origin: _Origin, timeout: float | None) -> _Connection:
+    def _route(self, origin: _Origin) -> Proxy | None:
+        """The proxy requests to ``origin`` go through (``None``: direct), looked up once per origin."""
+        if not self._proxies:
+            return None
+        try:
+            return self._routes[origin]
+        except KeyError:
+            scheme, host, port = origin
+            proxy = self._routes[origin] = self._proxies.lookup(scheme.decode("ascii"), host, port)
+            return proxy
+
+    async def _connect(self, origin: _Origin, timeout: float | None, proxy: Proxy | None = None) -> _Connection:
         scheme, host, port = origin
+        where = f"{host}:{port}" if proxy is None else f"{host}:{port} through the proxy {proxy.label}"
         try:
             with trio.fail_after(timeout if timeout is not None else float("inf")):
-                stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                if proxy is None:
+                    stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                else:
+                    stream = await trio.open_tcp_stream(proxy.host, proxy.port)
                 try:
+                    if proxy is not None and proxy.scheme == b"https":
+                        context = proxy.ssl_context or self._ssl()
+                        stream = trio.SSLStream(stream, context, server_hostname=proxy.host, https_compatible=True)
+                        await stream.do_handshake()
+                    if proxy is not None and scheme == b"http":
+                        return _Connection(origin, stream, proxy)
+                    if proxy is not None:
+                        await _tunnel(stream, proxy, host, port)
                     if scheme == b"https":
                         tls = trio.SSLStream(stream, self._ssl(), server_hostname=host, https_compatible=True)
                         await tls.do_handshake()
@@ -404,9 +465,11 @@ class TrioTransport(httpx.AsyncBaseTransport):
                     _close_now(stream)
                     raise
         except trio.TooSlowError:
-            raise httpx.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
+            raise httpx.ConnectTimeout(f"timed out connecting to {where}") from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {_describe(exc)}") from exc
+            raise httpx.ConnectError(f"cannot connect to {where}: {_describe(exc)}") from exc
+        except ProtocolError as exc:
+            raise httpx.ProxyError(f"cannot connect to {where}: the proxy's answer is malformed: {exc}") from None
         return _Connection(origin, stream)
 
     async def _send(self, conn: _Connection, request: httpx.Request, timeout: float | None) -> None:
@@ -417,6 +480,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         stream = request.stream
         url = request.url
         target = url.raw_path
+        via = conn.via
         body = request.content if isinstance(stream, httpx.ByteStream) else None
         request_headers = request.headers
         headers = request_headers.raw
@@ -430,6 +494,10 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 encoding = True
         if not (agent and encoding):
             headers = [*headers, *(() if agent else (self._user_agent,)), *(() if encoding else (_ACCEPT_ENCODING,))]
+        if via is not None:
+            # A forward proxy takes the absolute form, and its own credentials.
+            target = url.raw_scheme + b"://" + url.netloc + target
+            headers = [*headers, *via.headers]
         if body is None and "content-length" not in request_headers and "transfer-encoding" not in request_headers:
             # httpx says chunked itself for a streamed body; a request built otherwise may not.
             headers = [*headers, (b"Transfer-Encoding", b"chunked")]
