@@ -8,6 +8,7 @@ insists on credentials when given some.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import logging
 import ssl
@@ -51,12 +52,18 @@ class LocalProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    async def start(self, nursery: trio.Nursery) -> LocalProxy:
-        [listener] = await nursery.start(functools.partial(trio.serve_tcp, self._handle, 0, host="127.0.0.1"))
-        self.port = listener.socket.getsockname()[1]
+    async def start(self, nursery: trio.Nursery, tls: ssl.SSLContext | None = None) -> LocalProxy:
+        if tls is None:
+            [listener] = await nursery.start(functools.partial(trio.serve_tcp, self._handle, 0, host="127.0.0.1"))
+            self.port = listener.socket.getsockname()[1]
+        else:
+            [listener] = await nursery.start(
+                functools.partial(trio.serve_ssl_over_tcp, self._handle, 0, tls, host="127.0.0.1")
+            )
+            self.port = listener.transport_listener.socket.getsockname()[1]
         return self
 
-    async def _handle(self, client: trio.SocketStream) -> None:
+    async def _handle(self, client: trio.abc.Stream) -> None:
         buffer = b""
         while b"\r\n\r\n" not in buffer:
             data = await client.receive_some(65536)
@@ -91,13 +98,13 @@ class LocalProxy:
         if rest:
             await upstream.send_all(rest)
 
-        async def pipe(source: trio.SocketStream, sink: trio.SocketStream) -> None:
+        async def pipe(source: trio.abc.Stream, sink: trio.abc.Stream) -> None:
             try:
                 while data := await source.receive_some(65536):
                     await sink.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True), contextlib.suppress(trio.BrokenResourceError):
                 await sink.aclose()
 
         async with trio.open_nursery() as nursery:
@@ -149,6 +156,22 @@ async def test_https_goes_through_a_connect_tunnel_named_by_the_environment(
     assert headers["proxy-authorization"].startswith("Basic ")
     assert server.connections == 1 and len(server.requests) == 2
     assert all("proxy-authorization" not in request.headers for request in server.requests)
+
+
+async def test_an_https_proxy_is_reached_over_tls(nursery: trio.Nursery, server: ProtocolServer) -> None:
+    ca = trustme.CA()
+    proxy_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(proxy_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    proxy = await LocalProxy(credentials=f"agent:{SECRET}").start(nursery, tls=proxy_context)
+    url = f"https://agent:{SECRET}@127.0.0.1:{proxy.port}"
+    transport = TrioTransport(proxy=httpx.Proxy(url, ssl_context=client_context))
+    async with httpx.AsyncClient(transport=transport) as client:
+        response = await client.post(server.url + "/v1/messages", json={})
+        assert response.status_code == 200
+    assert proxy.seen[0][0].startswith(f"POST {server.url}/v1/messages ")
+    assert len(server.requests) == 1
 
 
 async def test_wrong_proxy_credentials_fail_without_showing_them(nursery: trio.Nursery) -> None:
