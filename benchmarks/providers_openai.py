@@ -9,11 +9,17 @@ round opens the connections. Client CPU per run = this process's CPU time
 during the runs / runs. For reference, two leading Python agent frameworks
 spend 11-19 ms of client CPU per run on the same workload.
 
-The last rows (issue 11) repeat N = 1,000 with the response parser condukt
-had before httptools (kept in benchmarks/http_parse.py) and with today's,
-each in a fresh node, alternating (ABBA), best of 6 each.
+Issue 11's table: default settings (adaptive provider limits), N = 1,000
+and N = 5,000, non-streaming and streaming, with condukt's TrioTransport and,
+in the same run as the baseline, httpx's default transport (httpcore over
+anyio, with condukt's pool size of 1,000 connections; N = 1,000 only),
+rounds alternating between the two
+(ABBA), best of ``--rounds``. With ``--codec``, the last rows repeat
+N = 1,000 with the response parser condukt had before httptools (kept in
+benchmarks/http_parse.py) and with today's, each in a fresh node,
+alternating (ABBA), best of 6 each.
 
-    python benchmarks/providers_openai.py [--profile]
+    cd benchmarks && python providers_openai.py [--rounds 3] [--codec] [--profile]
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import math
 import pstats
 import subprocess
 import sys
@@ -60,7 +67,7 @@ def start_server() -> tuple[subprocess.Popen[str], int]:
 
 
 async def one_round(
-    node: condukt.Node, url: str, n: int, stream: bool, limits: dict[str, Any] | None = None
+    node: condukt.Node, url: str, n: int, stream: bool, limits: dict[str, Any] | None = None, run_timeout: float = 60
 ) -> tuple[float, float]:
     """Spawn n agents, then time their runs: (CPU seconds, makespan seconds).
 
@@ -81,7 +88,7 @@ async def one_round(
     results: list[str] = []
 
     async def run(agent: condukt.AgentHandle) -> None:
-        results.append(await agent.run("go", timeout=60))
+        results.append(await agent.run("go", timeout=run_timeout))
 
     cpu = time.process_time()
     start = time.perf_counter()
@@ -126,37 +133,72 @@ async def codec_rows(url: str) -> list[str]:
     return rows
 
 
-async def main(profile: bool) -> None:
+async def main(profile: bool, codec: bool, rounds: int) -> None:
+    """Issue 11's table: default settings, N = 1,000 and 5,000, both modes, condukt's transport and httpx's default."""
+    import datetime
+
+    import httpcore
+    import httptools
+    import httpx
+
+    POOL = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)  # noqa: N806
+
     process, port = start_server()
     url = f"http://127.0.0.1:{port}/v1"
     rows: list[str] = []
+    transports: list[tuple[str, Any]] = [
+        ("TrioTransport (condukt)", None),
+        # What ``httpx.AsyncClient()`` sends through (httpcore over anyio), with condukt's pool size:
+        # with httpx's default of 100 connections, 1,000 queued requests time out after 60 s (its pool
+        # scans every waiting request against every connection whenever one frees up).
+        ("httpx default (httpcore)", lambda: httpx.AsyncHTTPTransport(limits=POOL)),
+    ]
     try:
-        async with condukt.open_node() as node:
-            await one_round(node, url, 1000, False)  # warm-up: connections, imports, caches
+        async with condukt.open_node() as ours, condukt.open_node() as theirs:
+            nodes = {}
+            for (label, factory), node in zip(transports, (ours, theirs), strict=True):
+                if factory is not None:
+                    condukt.providers.configure_http(node, transport=factory())
+                nodes[label] = node
+                await one_round(node, url, 1000, False, {}, 600)  # warm-up: connections, imports, caches
             for stream in (False, True):
-                for n in (100, 1000):
-                    best_cpu, best_makespan = float("inf"), float("inf")
-                    for _ in range(ROUNDS):
-                        profiler = cProfile.Profile() if profile and n == 1000 else None
-                        if profiler:
-                            profiler.enable()
-                        cpu, makespan = await one_round(node, url, n, stream)
-                        if profiler:
-                            profiler.disable()
-                            pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
-                        best_cpu = min(best_cpu, cpu)
-                        best_makespan = min(best_makespan, makespan)
+                for n in (1000, 5000):
+                    # httpcore only at N = 1,000: with 5,000 runs its per-request cost grows with
+                    # the requests waiting for a connection, and one round takes minutes.
+                    running = {label: node for label, node in nodes.items() if n <= 1000 or label.startswith("Trio")}
+                    best = {label: (float("inf"), float("inf")) for label in running}
+                    for round in range(rounds):
+                        order = list(running.items()) if round % 2 == 0 else list(running.items())[::-1]
+                        for label, node in order:  # ABBA: neither side always runs second
+                            profiler = cProfile.Profile() if profile and label.startswith("Trio") else None
+                            if profiler:
+                                profiler.enable()
+                            cpu, makespan = await one_round(node, url, n, stream, {}, 600)
+                            if profiler:
+                                profiler.disable()
+                                pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+                            best[label] = (min(best[label][0], cpu), min(best[label][1], makespan))
                     kind = "streaming" if stream else "non-streaming"
-                    rows.append(
-                        f"{kind:>13} N={n:<5} client CPU/run {best_cpu / n * 1000:6.3f} ms   "
-                        f"makespan {best_makespan:6.3f} s = {best_makespan / IDEAL:5.2f}x ideal (100 ms)"
-                    )
-        rows.extend(await codec_rows(url))
+                    base = best.get(transports[1][0], (math.nan, math.nan))[0]
+                    for label, (cpu, makespan) in best.items():
+                        rows.append(
+                            f"{kind:>13} N={n:<5} {label:<25} client CPU/run {cpu / n * 1000:6.3f} ms"
+                            f" (httpx's / this: {base / cpu:5.2f}x)   makespan {makespan:6.3f} s"
+                        )
+        if codec:
+            rows.extend(await codec_rows(url))
     finally:
         assert process.stdin is not None
         process.stdin.close()
-        process.wait(timeout=10)
-    print(f"openai-format server in its own process, {LATENCY * 1000:.0f} ms per request; each run = 2 turns + 1 tool call")
+        process.wait(timeout=30)
+    print(
+        f"{datetime.date.today()}, condukt {condukt.__version__}, Python {sys.version.split()[0]}, trio {trio.__version__},"
+        f" httpx {httpx.__version__}, httpcore {httpcore.__version__}, httptools {httptools.__version__}"
+    )
+    print(
+        f"openai-format server in its own process, {LATENCY * 1000:.0f} ms per request; each run = 2 turns + 1 tool call;"
+        f" default settings (adaptive provider limits); best of {rounds}"
+    )
     print("peers' reference on this workload: 11-19 ms client CPU/run; N=100 in 1.1-1.6 s, N=1000 in 16-23 s")
     for row in rows:
         print(row)
@@ -164,5 +206,8 @@ async def main(profile: bool) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--profile", action="store_true", help="print a cProfile of the N=1000 rounds")
-    trio.run(main, parser.parse_args().profile)
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of condukt's transport rounds")
+    parser.add_argument("--codec", action="store_true", help="also the old codec vs httptools rows (slow)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per row (best of)")
+    arguments = parser.parse_args()
+    trio.run(main, arguments.profile, arguments.codec, arguments.rounds)

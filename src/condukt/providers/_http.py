@@ -55,6 +55,15 @@ class HttpSettings:
     ``verify`` is passed to httpx's TLS set-up. Requests say
     ``User-Agent: condukt/<version>`` and ``Accept-Encoding: gzip, deflate``
     unless they set these headers themselves.
+
+    ``proxy`` (a URL, ``"http://user:pass@proxy:3128"``, or an
+    ``httpx.Proxy``) sends every request through that proxy: plain HTTP as
+    a forward proxy, HTTPS through a ``CONNECT`` tunnel, the URL's
+    credentials as ``Proxy-Authorization`` to the proxy only. Without it,
+    and with ``trust_env`` (the default, as in httpx), ``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` are read from the
+    environment when the client is built, by httpx's rules. Both apply to
+    the built-in transport only.
     """
 
     max_connections: int | None = 1000
@@ -65,6 +74,8 @@ class HttpSettings:
     write_timeout: float = 60.0
     transport: httpx.AsyncBaseTransport | None = None
     verify: ssl.SSLContext | bool = True
+    proxy: httpx.Proxy | str | None = None
+    trust_env: bool = True
 
     def timeout(self) -> httpx.Timeout:
         """The client's default per-request timeouts."""
@@ -86,6 +97,8 @@ class HttpSettings:
                 max_keepalive_connections=self.max_keepalive_connections,
                 keepalive_expiry=self.keepalive_expiry,
                 ssl_context=context,
+                proxy=self.proxy,
+                trust_env=self.trust_env,
             )
         from .. import __version__  # here: the package is still importing this module at import time
 

@@ -38,6 +38,7 @@ from ._http import DEFAULT_BASE_URLS, NodeHttp, endpoint_name, node_http
 from ._model import Emit, ModelRequest
 from ._retry import RETRY_STATUSES, RetryPolicy, parse_retry_after, retry_policy
 from ._sse import ServerSentEvent, SSEDecoder
+from ._transport import TrioTransport
 from ._wire import WireError, loads
 
 __all__ = ["HttpModel", "StreamAssembler", "error_details", "error_for_type", "resolve_api_key"]
@@ -410,6 +411,7 @@ class HttpModel(abc.ABC):
             request_headers["accept"] = "text/event-stream"
         request_headers.update(headers or {})
         self._headers = httpx.Headers(request_headers)
+        self._raw: list[tuple[bytes, bytes]] | None = None
         self._timeout = timeout
         self._timeouts: dict[str, float | None] | None = None
         self._stall = math.inf
@@ -575,7 +577,7 @@ class HttpModel(abc.ABC):
             attempt += 1
             guard = _Guard(emit)
             try:
-                return await self._attempt(body, estimate, guard)
+                return await self._attempt(body, estimate, guard, attempt)
             except ProviderError as exc:
                 exc.attempts = attempt
                 delay = None
@@ -593,23 +595,56 @@ class HttpModel(abc.ABC):
         timeouts = self._timeouts
         if timeouts is None:
             timeout = httpx.Timeout(self._timeout, pool=None) if self._timeout is not None else self.client.timeout
-            # Reads are timed here, by one cancel scope per attempt whose deadline
-            # moves with every chunk, rather than by a timer per socket read.
-            self._stall = timeout.read if timeout.read is not None else math.inf
-            timeouts = self._timeouts = {"connect": timeout.connect, "read": None, "write": timeout.write, "pool": None}
+            read = timeout.read
+            if self._http_client is None and isinstance(self._services.transport, TrioTransport):
+                # Reads are timed here, by one cancel scope per attempt whose
+                # deadline moves whenever bytes arrive (the transport calls the
+                # request's ``condukt.progress``), rather than by a timer per socket read.
+                self._stall = read if read is not None else math.inf
+                read = None
+            else:
+                # Another transport times each socket read itself (httpcore does).
+                self._stall = math.inf
+            timeouts = self._timeouts = {"connect": timeout.connect, "read": read, "write": timeout.write, "pool": None}
         return timeouts
 
-    async def _attempt(self, body: bytes, estimate: int, emit: _Guard) -> AssistantMessage:
+    def _raw_headers(self) -> list[tuple[bytes, bytes]]:
+        """The request headers as raw pairs, ``Host`` first (as httpx orders them), built once."""
+        raw = self._raw
+        if raw is None:
+            raw = self._raw = list(self._headers.raw)
+            if "host" not in self._headers:
+                raw.insert(0, (b"Host", self._url.netloc))
+        return raw
+
+    async def _attempt(self, body: bytes, estimate: int, emit: _Guard, attempt: int) -> AssistantMessage:
         limits = self.limits
         borrower = object()
         await limits.acquire(borrower, estimate)
         generation = limits.generation
         try:
+            timeouts = self._request_timeouts()
+            stall = self._stall
+            scope = trio.CancelScope(deadline=trio.current_time() + stall)
+
+            def progress() -> None:
+                scope.deadline = trio.current_time() + stall
+
+            async def resend(reason: str) -> None:
+                await emit.emit(Retry(self.provider, attempt, reason, 0.0))
+
+            # The headers httpx would add (Host, Content-Length) are added here, and the body given
+            # as a stream: half the cost of ``content=body`` (which re-checks every header).
             request = httpx.Request(
-                "POST", self._url, headers=self._headers, content=body, extensions={"timeout": self._request_timeouts()}
+                "POST",
+                self._url,
+                headers=[*self._raw_headers(), (b"Content-Length", b"%d" % len(body))],
+                stream=httpx.ByteStream(body),
+                extensions={"timeout": timeouts, "condukt.progress": progress, "condukt.resend": resend},
             )
-            with trio.CancelScope(deadline=trio.current_time() + self._stall) as scope:
-                message = await self._exchange(request, emit, scope)
+            request.read()
+            with scope:
+                message = await self._exchange(request, emit)
             if scope.cancelled_caught:
                 raise (StreamError if emit.emitted else ProviderUnavailable)(
                     self.provider, f"no data from the server for {self._stall:g}s"
@@ -634,7 +669,7 @@ class HttpModel(abc.ABC):
         response.request = request
         return response
 
-    async def _exchange(self, request: httpx.Request, emit: _Guard, scope: trio.CancelScope) -> AssistantMessage:
+    async def _exchange(self, request: httpx.Request, emit: _Guard) -> AssistantMessage:
         try:
             response = await self._send(request)
         except httpx.TimeoutException as exc:
@@ -645,7 +680,7 @@ class HttpModel(abc.ABC):
             if response.status_code >= 400:
                 raise await self._status_error(response)
             if self.stream and response.headers.get("content-type", "").startswith("text/event-stream"):
-                return await self._read_stream(response, emit, scope)
+                return await self._read_stream(response, emit)
             return await self._read_body(response, emit)
         finally:
             await response.aclose()
@@ -667,16 +702,15 @@ class HttpModel(abc.ABC):
                     await emit(TextDelta(block.text))
         return message
 
-    async def _read_stream(self, response: httpx.Response, emit: _Guard, scope: trio.CancelScope) -> AssistantMessage:
+    async def _read_stream(self, response: httpx.Response, emit: _Guard) -> AssistantMessage:
         decoder = SSEDecoder()
         assembler = self.stream_assembler()
-        stall = self._stall
         # Without a content encoding the body needs no decoding: read the
         # stream itself rather than through two layers of async generators.
         chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.stream
         try:
+            # The attempt's idle deadline moves as bytes arrive (``condukt.progress``).
             async for chunk in chunks:  # type: ignore[union-attr]
-                scope.deadline = trio.current_time() + stall
                 for event in decoder.feed(chunk):
                     for delta in self.decode_event(assembler, event):
                         await emit(delta)

@@ -17,23 +17,31 @@ classes, keeping the cause (a TLS verification failure, say) in the message.
 A request without ``User-Agent`` or ``Accept-Encoding`` headers gets
 ``condukt/<version>`` and ``gzip, deflate`` (httpx decodes both).
 
-It does not do proxies or HTTP/2: give the node another transport
-(:func:`condukt.providers.configure_http`) if you need them.
+It goes through HTTP and HTTPS proxies, given as ``proxy=`` or read from
+``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` / ``NO_PROXY`` by httpx's
+rules (:mod:`._proxy`): a forward proxy for ``http://`` URLs, a ``CONNECT``
+tunnel for ``https://`` ones. It does not do SOCKS or HTTP/2: give the node
+another transport (:func:`condukt.providers.configure_http`) if you need them.
 """
 
 from __future__ import annotations
 
+import logging
 import select
 import ssl
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import trio
 
 from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_request
+from ._proxy import Proxy, ProxyMap
 
 __all__ = ["TrioTransport"]
+
+logger = logging.getLogger("condukt.providers")
 
 _Origin = tuple[bytes, str, int]
 _RECEIVE_SIZE = 65536
@@ -43,13 +51,17 @@ _ACCEPT_ENCODING = (b"Accept-Encoding", b"gzip, deflate")
 class _Connection:
     """One HTTP/1.1 connection: a trio stream and its response reader."""
 
-    __slots__ = ("idle_since", "origin", "reader", "stream")
+    __slots__ = ("idle_since", "origin", "progress", "reader", "stream", "via")
 
-    def __init__(self, origin: _Origin, stream: trio.abc.Stream) -> None:
+    def __init__(self, origin: _Origin, stream: trio.abc.Stream, via: Proxy | None = None) -> None:
         self.origin = origin
         self.stream = stream
+        #: The forward proxy this plain-HTTP connection goes to (requests then use the absolute form).
+        self.via = via
         self.reader = ResponseReader()
         self.idle_since = 0.0
+        #: Called whenever bytes of the current response arrive (the request's ``condukt.progress``).
+        self.progress: Callable[[], object] | None = None
 
     def looks_closed(self) -> bool:
         """Whether the peer closed (or sent junk on) this idle connection."""
@@ -58,9 +70,7 @@ class _Connection:
         sock = _socket_of(self.stream)
         if sock is None:
             return False
-        poller = select.poll()
-        poller.register(sock.fileno(), select.POLLIN)
-        return bool(poller.poll(0))
+        return _peer_closed(sock)
 
     async def receive(self, timeout: float | None) -> None:
         """Read more bytes into the reader (EOF is passed on as :meth:`ResponseReader.eof`)."""
@@ -73,6 +83,8 @@ class _Connection:
                 raise httpx.ReadTimeout("timed out waiting for the server")
         if data:
             self.reader.feed(bytes(data))
+            if self.progress is not None:
+                self.progress()
         else:
             self.reader.eof()
 
@@ -88,6 +100,32 @@ def _socket_of(stream: trio.abc.Stream) -> trio.socket.SocketType | None:
         if inner is None:
             return None
     return inner.socket
+
+
+def _poll_readable(fd: int) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _select_readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+#: Whether an idle socket has something to read (data, EOF or a reset), without waiting.
+#: ``select.poll`` where there is one (POSIX: no ``FD_SETSIZE`` limit on the
+#: descriptor, about 1.3 us); ``select.select`` on one socket elsewhere
+#: (Windows, whose ``select`` takes any socket handle). A non-blocking
+#: ``recv(MSG_PEEK)`` would need a second socket object per check (9 us).
+_readable = _poll_readable if hasattr(select, "poll") else _select_readable
+
+
+def _peer_closed(sock: trio.socket.SocketType) -> bool:
+    """Whether the peer closed (or sent junk on, or reset) an idle connection."""
+    try:
+        return _readable(sock.fileno())
+    except (OSError, ValueError):
+        return True  # a descriptor the probe cannot look at: do not trust the connection
 
 
 def _close_now(stream: trio.abc.Stream) -> None:
@@ -177,6 +215,52 @@ async def _wait_for_slot(slots: trio.Semaphore, timeout: float | None) -> None:
     raise httpx.PoolTimeout("no connection became free in time")
 
 
+#: Methods RFC 9110 (9.2.2) calls idempotent: sending one twice does what sending it once does.
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+
+
+def _resend_reason(request: httpx.Request, exc: httpx.HTTPError) -> str | None:
+    """Why ``request``, failed on a reused connection before any byte of an answer, may be sent
+    again on a new one; ``None`` if it may not.
+
+    The rule: a request is sent again only when the server cannot have acted
+    on it. Writing it failed, so the server never had the whole request; or
+    it is idempotent (by method, or it carries an ``Idempotency-Key``), so
+    acting twice is acting once. A ``POST`` that was written whole and then
+    met a closed connection is not sent again: the server may have read and
+    processed it before closing. Its body must be in memory (a streamed body
+    cannot be replayed).
+    """
+    if not isinstance(request.stream, httpx.ByteStream):
+        return None
+    if isinstance(exc, httpx.WriteError):
+        return "the reused connection was closed before the request was sent; sent again on a new connection"
+    if request.method in _IDEMPOTENT or "idempotency-key" in request.headers:
+        return "the reused connection was closed without an answer; idempotent request sent again on a new connection"
+    return None
+
+
+async def _tunnel(stream: trio.abc.Stream, proxy: Proxy, host: str, port: int) -> None:
+    """Ask ``proxy`` for a ``CONNECT`` tunnel to ``host:port`` on ``stream``.
+
+    A refusal is an ``httpx.ProxyError`` with the proxy's status (``407``:
+    the credentials were missing or wrong); it never shows them.
+    """
+    authority = (f"[{host}]" if ":" in host else host).encode("idna") + b":%d" % port
+    await stream.send_all(encode_request(b"CONNECT", authority, [(b"Host", authority), *proxy.headers], None))
+    reader = ResponseReader()
+    while (head := reader.head(head_request=True)) is None:
+        data = await stream.receive_some(_RECEIVE_SIZE)
+        if not data:
+            reader.eof()
+        reader.feed(bytes(data))
+    if not 200 <= head.status_code < 300:
+        reason = head.reason.decode("latin-1")
+        raise httpx.ProxyError(
+            f"the proxy {proxy.label} refused to tunnel to {host}:{port}: {head.status_code} {reason}".rstrip()
+        )
+
+
 def _timeouts(request: httpx.Request) -> dict[str, float | None]:
     timeouts: dict[str, float | None] = request.extensions.get("timeout") or {}
     return timeouts
@@ -194,6 +278,27 @@ class TrioTransport(httpx.AsyncBaseTransport):
 
     Cancelling a request at any point closes its connection: nothing is
     returned to the pool half-read.
+
+    ``proxy`` (a URL or ``httpx.Proxy``) sends every request through that
+    HTTP(S) proxy; without it and with ``trust_env``, the environment's
+    ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` / ``NO_PROXY`` are read
+    once, here, as ``httpx.AsyncClient(trust_env=True)`` reads them.
+    Credentials in the proxy URL go to the proxy alone, as
+    ``Proxy-Authorization``, and never into a message.
+
+    A kept-alive connection the server closed while it was idle is not
+    reused (a non-blocking readability check before each reuse). If it is
+    closed in the instant after that check, the request is sent again on a
+    new connection only when the server cannot have acted on it (see
+    :func:`_resend_reason`: the write failed, or the request is idempotent);
+    otherwise the error is raised for the caller's retry policy to judge.
+    Every resend is logged (``condukt.providers``, INFO) and reported to
+    the request's ``condukt.resend`` extension, an async callable taking
+    the reason, if it has one (:class:`~condukt.providers.lowlevel.HttpModel`
+    turns it into a :class:`~condukt.events.Retry` event). A request's
+    ``condukt.progress`` extension, a callable, is called whenever bytes
+    of its response arrive, head and body alike (an idle timeout that
+    resets while bytes move).
     """
 
     def __init__(
@@ -203,7 +308,11 @@ class TrioTransport(httpx.AsyncBaseTransport):
         max_keepalive_connections: int | None = 1000,
         keepalive_expiry: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        proxy: httpx.Proxy | httpx.URL | str | None = None,
+        trust_env: bool = True,
     ) -> None:
+        self._proxies = ProxyMap(proxy, trust_env=trust_env)
+        self._routes: dict[_Origin, Proxy | None] = {}
         self._slots = trio.Semaphore(max_connections) if max_connections else None
         self._max_idle = max_keepalive_connections if max_keepalive_connections is not None else 1 << 30
         self._expiry = keepalive_expiry
@@ -252,6 +361,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         port = url.port or (443 if scheme == b"https" else 80)
         origin: _Origin = (scheme, url.host, port)
         timeouts = _timeouts(request)
+        progress = request.extensions.get("condukt.progress")
         slots = self._slots
         if slots is not None:
             try:
@@ -265,19 +375,29 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 conn = self._reuse(origin)
                 reused = conn is not None
                 if conn is None:
-                    conn = await self._connect(origin, timeouts.get("connect"))
+                    conn = await self._connect(origin, timeouts.get("connect"), self._route(origin))
                 self._active.add(conn)
+                conn.progress = progress
                 try:
                     await self._send(conn, request, timeouts.get("write"))
                     head = await self._receive_head(conn, timeouts.get("read"), request.method == "HEAD")
                     break
-                except (httpx.WriteError, httpx.ReadError, httpx.RemoteProtocolError):
-                    # A kept-alive connection the server closed just as it was
-                    # reused: nothing was answered, so send again on a fresh one.
-                    if not reused or conn.reader.started or not isinstance(request.stream, httpx.ByteStream):
+                except (httpx.WriteError, httpx.ReadError, httpx.RemoteProtocolError) as exc:
+                    # A kept-alive connection the server closed just as it was reused.
+                    reason = _resend_reason(request, exc) if reused and not conn.reader.started else None
+                    if reason is None:
+                        if reused and not conn.reader.started:
+                            raise type(exc)(
+                                f"{exc} (a reused connection, closed after the whole request was sent:"
+                                " the server may have processed it, so it is not sent again here)"
+                            ) from exc
                         raise
                     self._forget(conn)
                     conn = None
+                    logger.info("%s %s: %s", request.method, url.host, reason)
+                    on_resend = request.extensions.get("condukt.resend")
+                    if on_resend is not None:
+                        await on_resend(reason)
         except BaseException as exc:
             if conn is not None:
                 self._discard(conn)
@@ -308,12 +428,35 @@ class TrioTransport(httpx.AsyncBaseTransport):
             conn.close()
         return None
 
-    async def _connect(self, origin: _Origin, timeout: float | None) -> _Connection:
+    def _route(self, origin: _Origin) -> Proxy | None:
+        """The proxy requests to ``origin`` go through (``None``: direct), looked up once per origin."""
+        if not self._proxies:
+            return None
+        try:
+            return self._routes[origin]
+        except KeyError:
+            scheme, host, port = origin
+            proxy = self._routes[origin] = self._proxies.lookup(scheme.decode("ascii"), host, port)
+            return proxy
+
+    async def _connect(self, origin: _Origin, timeout: float | None, proxy: Proxy | None = None) -> _Connection:
         scheme, host, port = origin
+        where = f"{host}:{port}" if proxy is None else f"{host}:{port} through the proxy {proxy.label}"
         try:
             with trio.fail_after(timeout if timeout is not None else float("inf")):
-                stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                if proxy is None:
+                    stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                else:
+                    stream = await trio.open_tcp_stream(proxy.host, proxy.port)
                 try:
+                    if proxy is not None and proxy.scheme == b"https":
+                        context = proxy.ssl_context or self._ssl()
+                        stream = trio.SSLStream(stream, context, server_hostname=proxy.host, https_compatible=True)
+                        await stream.do_handshake()
+                    if proxy is not None and scheme == b"http":
+                        return _Connection(origin, stream, proxy)
+                    if proxy is not None:
+                        await _tunnel(stream, proxy, host, port)
                     if scheme == b"https":
                         tls = trio.SSLStream(stream, self._ssl(), server_hostname=host, https_compatible=True)
                         await tls.do_handshake()
@@ -322,9 +465,11 @@ class TrioTransport(httpx.AsyncBaseTransport):
                     _close_now(stream)
                     raise
         except trio.TooSlowError:
-            raise httpx.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
+            raise httpx.ConnectTimeout(f"timed out connecting to {where}") from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {_describe(exc)}") from exc
+            raise httpx.ConnectError(f"cannot connect to {where}: {_describe(exc)}") from exc
+        except ProtocolError as exc:
+            raise httpx.ProxyError(f"cannot connect to {where}: the proxy's answer is malformed: {exc}") from None
         return _Connection(origin, stream)
 
     async def _send(self, conn: _Connection, request: httpx.Request, timeout: float | None) -> None:
@@ -335,6 +480,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         stream = request.stream
         url = request.url
         target = url.raw_path
+        via = conn.via
         body = request.content if isinstance(stream, httpx.ByteStream) else None
         request_headers = request.headers
         headers = request_headers.raw
@@ -348,6 +494,10 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 encoding = True
         if not (agent and encoding):
             headers = [*headers, *(() if agent else (self._user_agent,)), *(() if encoding else (_ACCEPT_ENCODING,))]
+        if via is not None:
+            # A forward proxy takes the absolute form, and its own credentials.
+            target = url.raw_scheme + b"://" + url.netloc + target
+            headers = [*headers, *via.headers]
         if body is None and "content-length" not in request_headers and "transfer-encoding" not in request_headers:
             # httpx says chunked itself for a streamed body; a request built otherwise may not.
             headers = [*headers, (b"Transfer-Encoding", b"chunked")]
@@ -388,6 +538,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
     def _release(self, conn: _Connection) -> None:
         """A response was read to its end: keep the connection if it can be reused."""
         self._active.discard(conn)
+        conn.progress = None
         if self._slots is not None:
             self._slots.release()
         if not self._closed and conn.reader.next_response() and self._idle_count < self._max_idle:
