@@ -47,6 +47,8 @@ class LocalProxy:
     port: int = 0
     #: ``(request line, headers)`` of every request the proxy received.
     seen: list[tuple[str, dict[str, str]]] = attrs.Factory(list)
+    #: Names the proxy resolves itself (a test's stand-in for DNS): ``{"models.test": "127.0.0.1"}``.
+    hosts: dict[str, str] = attrs.Factory(dict)
 
     @property
     def url(self) -> str:
@@ -83,7 +85,7 @@ class LocalProxy:
                 return
         if method == "CONNECT":
             host, _, port = target.rpartition(":")
-            upstream = await trio.open_tcp_stream(host, int(port))
+            upstream = await trio.open_tcp_stream(self.hosts.get(host, host), int(port))
             await client.send_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
             # One request per connection: the absolute form becomes the origin form upstream.
@@ -92,7 +94,7 @@ class LocalProxy:
             while len(rest) < length:
                 rest += await client.receive_some(65536)
             kept = [f for f in fields if not f.lower().startswith(("proxy-authorization", "connection"))]
-            upstream = await trio.open_tcp_stream(url.host, url.port or 80)
+            upstream = await trio.open_tcp_stream(self.hosts.get(url.host, url.host), url.port or 80)
             forwarded = f"{method} {url.raw_path.decode()} HTTP/1.1\r\n" + "\r\n".join([*kept, "Connection: close"])
             rest = forwarded.encode("latin-1") + b"\r\n\r\n" + rest
         if rest:
@@ -136,23 +138,24 @@ async def test_https_goes_through_a_connect_tunnel_named_by_the_environment(
 ) -> None:
     ca = trustme.CA()
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    ca.issue_cert("models.test").configure_cert(server_context)
     client_context = ssl.create_default_context()
     ca.configure_trust(client_context)
     server = ProtocolServer()
     listeners = await nursery.start(trio.serve_ssl_over_tcp, server._connection, 0, server_context)
     port = listeners[0].transport_listener.socket.getsockname()[1]
-    proxy = await LocalProxy(credentials=f"agent:{SECRET}").start(nursery)
+    # A name only the proxy can resolve: loopback addresses never go through an environment proxy.
+    proxy = await LocalProxy(credentials=f"agent:{SECRET}", hosts={"models.test": "127.0.0.1"}).start(nursery)
     monkeypatch.setenv("HTTPS_PROXY", f"http://agent:{SECRET}@127.0.0.1:{proxy.port}")
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # not for https:// URLs
     server.add(reply("tunnelled"), reply("again"))
     async with condukt.open_node() as node:
         configure_http(node, verify=client_context)
-        agent = await node.spawn(condukt.Agent, model="openai:m", api_key="k", base_url=f"https://127.0.0.1:{port}/v1")
+        agent = await node.spawn(condukt.Agent, model="openai:m", api_key="k", base_url=f"https://models.test:{port}/v1")
         assert await agent.run("hi") == "tunnelled"
         assert await agent.run("hi") == "again"  # through the same tunnel
     [(line, headers)] = proxy.seen
-    assert line == f"CONNECT 127.0.0.1:{port} HTTP/1.1"
+    assert line == f"CONNECT models.test:{port} HTTP/1.1"
     assert headers["proxy-authorization"].startswith("Basic ")
     assert server.connections == 1 and len(server.requests) == 2
     assert all("proxy-authorization" not in request.headers for request in server.requests)
@@ -239,3 +242,20 @@ async def test_proxy_settings() -> None:
     assert isinstance(transport, TrioTransport)
     assert transport._proxies.lookup("https", "api.anthropic.com", 443) is not None
     await client.aclose()
+
+
+async def test_an_environment_proxy_never_applies_to_this_machine(
+    nursery: trio.Nursery, server: ProtocolServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A machine whose environment names a proxy for the internet still reaches a local model server directly.
+    proxy = await LocalProxy().start(nursery)
+    monkeypatch.setenv("ALL_PROXY", proxy.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    routes = ProxyMap()
+    assert routes.lookup("http", "localhost", 11434) is None and routes.lookup("http", "127.0.0.5", 80) is None
+    assert routes.lookup("http", "::1", 80) is None and routes.lookup("http", "api.openai.com", 80) is not None
+    async with httpx.AsyncClient(transport=TrioTransport()) as client:
+        assert (await client.post(server.url + "/v1/messages", json={})).status_code == 200
+    assert proxy.seen == []
+    assert ProxyMap(proxy.url).lookup("http", "127.0.0.1", 80) is not None  # an explicit proxy= applies to all

@@ -11,6 +11,11 @@ one for both (``all``), and ``NO_PROXY`` names the hosts that go direct:
 with a leading dot (its subdomains only), ``localhost``, IP addresses and
 networks (``10.0.0.0/8``), each optionally with ``:port``, or a
 ``scheme://host`` entry. A proxy URL without a scheme is ``http://``.
+Unlike httpx, a proxy from the environment never applies to loopback
+addresses (``localhost``, ``127.0.0.0/8``, ``::1``): a local model server
+(Ollama, vLLM, a test server) is reached directly even when the machine's
+environment names a proxy for the internet; an explicit ``proxy=`` applies
+to every request.
 
 Only ``http://`` and ``https://`` proxies are spoken (a plain forward proxy
 for ``http://`` URLs, a ``CONNECT`` tunnel for ``https://`` ones); the
@@ -115,11 +120,12 @@ class _Bypass:
 class ProxyMap:
     """The proxy of each request: see the module's docstring for the rules."""
 
-    __slots__ = ("_bypass", "_schemes")
+    __slots__ = ("_bypass", "_explicit", "_schemes")
 
     def __init__(self, proxy: httpx.Proxy | httpx.URL | str | None = None, *, trust_env: bool = True) -> None:
         self._schemes: dict[str, Proxy] = {}
         self._bypass: list[_Bypass] = []
+        self._explicit = proxy is not None
         if proxy is not None:
             self._schemes["http"] = self._schemes["https"] = Proxy(proxy)
         elif trust_env:
@@ -144,4 +150,17 @@ class ProxyMap:
         proxy = self._schemes.get(scheme)
         if proxy is None or any(bypass.matches(scheme, host, port) for bypass in self._bypass):
             return None
+        if not self._explicit and _loopback(host):
+            return None
         return proxy
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` names this machine (``localhost``, ``127.x.x.x``, ``::1``)."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
