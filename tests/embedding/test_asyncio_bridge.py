@@ -211,3 +211,21 @@ def test_under_uvicorn_a_session_continues_and_streams(uvicorn_app: str) -> None
         assert second == {"session": first["session"], "text": "turn 2: again"}
         streamed = client.get("/stream").text
     assert "event: TextDelta" in streamed and streamed.rstrip().endswith("event: Done")
+
+
+def test_call_in_trio_runs_trio_code_next_to_the_node() -> None:
+    async def on_trio(handle: condukt.Handle, delay: float) -> tuple[Any, bool]:
+        await trio.sleep(delay)  # a trio-only call works here
+        return await handle.call("ping"), condukt.current_node() is not None
+
+    class Pong(condukt.Server):
+        async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+            return ("pong", request)
+
+    async def main() -> tuple[Any, bool]:
+        async with ca.open_node() as node:
+            handle = await node.spawn(Pong)
+            result: tuple[Any, bool] = await node.call_in_trio(on_trio, handle.inner, 0.01)
+            return result
+
+    assert asyncio.run(main()) == (("pong", "ping"), False)
