@@ -1,0 +1,193 @@
+"""condukt.ray on a local two-node Ray cluster: handles, registry, placement, streams, failures."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import condukt
+import condukt.ray
+from condukt.sessions import SQLiteStore
+from condukt.testing import FunctionModel, ScriptedModel, call, reply
+
+pytestmark = pytest.mark.usefixtures("local_ray")
+
+
+class Counter(condukt.Server):
+    async def init(self, start: int = 0) -> None:
+        self.n = start
+
+    async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+        if request == "get":
+            return self.n
+        if request == "self":
+            return self.handle  # a local handle, pickled on the way out
+        return await super().handle_call(request, caller)
+
+    async def handle_cast(self, message: Any) -> None:
+        self.n += message
+
+
+class Relay(condukt.Server):
+    """Holds a handle of a process on another node (passed in as an argument) and calls it."""
+
+    async def init(self, target: condukt.ray.ClusterHandle) -> None:
+        self.target = target
+        self.downs: list[tuple[Any, Any]] = []
+
+    async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+        if request == "downs":
+            return self.downs
+        if request == "watch":
+            condukt.ray.monitor(self, self.target)
+            return True
+        return await self.target.call(request)
+
+    async def handle_info(self, message: Any) -> None:
+        if isinstance(message, condukt.Down):
+            self.downs.append((message.handle, message.reason))
+
+
+@condukt.tool
+async def ask(agent: str, question: str) -> str:
+    """Asks another agent of the cluster, wherever it runs.
+
+    Args:
+        agent: Its registered name.
+        question: The question.
+    """
+    cluster = condukt.ray.current_cluster()
+    assert cluster is not None
+    handle = await cluster.lookup(agent)
+    answer: str = await handle.run(question)
+    return f"{agent} said {answer}"
+
+
+def echo_last(request: condukt.ModelRequest) -> str:
+    return "echo: " + request.messages[-1].text
+
+
+async def test_two_nodes_handles_registry_tools_and_streams() -> None:
+    async with condukt.ray.open_cluster(nodes=2) as cluster:
+        first, second = [info.id for info in await cluster.nodes()]
+
+        counter = await cluster.spawn(Counter, 5, name="counter", node=first)
+        assert counter.node_id == first
+        await counter.cast(2)
+        assert await counter.call("get") == 7
+        assert cluster.whereis("counter") == counter
+        assert cluster.whereis("nobody") is None
+        with pytest.raises(condukt.NameTaken):
+            await cluster.spawn(Counter, name="counter", node=second)  # names are cluster-wide
+
+        # A handle pickles to (node, id) and works from another node.
+        assert pickle.loads(pickle.dumps(counter)) == counter
+        assert await counter.call("self") == counter
+        relay = await cluster.spawn(Relay, counter, node=second)
+        assert await relay.call("get") == 7
+
+        # An agent on one node, asked from the driver, and by a tool of an agent on the other node.
+        answerer = await cluster.spawn(condukt.Agent, name="answerer", node=first, model=FunctionModel(echo_last))
+        assert await answerer.run("ping") == "echo: ping"
+        asker_model = ScriptedModel([call("ask", {"agent": "answerer", "question": "where?"}), reply("done")])
+        asker = await cluster.spawn(condukt.Agent, node=second, model=asker_model, tools=[ask])
+        assert await asker.run("go") == "done"
+        history = await asker.history()
+        assert "answerer said echo: where?" in [message.text for message in history]
+
+        # Events stream across nodes, in order.
+        async with answerer.stream("streamed words") as events:
+            kinds = [type(event).__name__ async for event in events]
+        assert events.result == "echo: streamed words"
+        assert kinds[0] == "AgentStart" and kinds[-1] == "Done" and kinds.count("TextDelta") == 3
+
+        # Errors cross as the same exception; a stopped process is gone for everyone.
+        with pytest.raises(condukt.UnhandledMessage):
+            await relay.call("unknown")  # the relay's call of the counter crashed the counter
+        with pytest.raises(condukt.NoProc):
+            await counter.call("get")
+        assert cluster.whereis("counter") is None  # the name went with it
+
+        infos = {info.id: info for info in await cluster.nodes()}
+        assert infos[first].processes == 1 and infos[second].processes == 1  # answerer, asker
+
+
+async def test_placement_spreads_by_process_count() -> None:
+    async with condukt.ray.open_cluster(nodes=2) as cluster:
+        handles = [await cluster.spawn(Counter) for _ in range(6)]
+        assert sorted(info.processes for info in await cluster.nodes()) == [3, 3]
+        assert len({handle.node_id for handle in handles}) == 2
+
+
+async def test_a_lost_node_gives_noconnection_and_its_agent_returns_elsewhere_with_its_history(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "sessions.sqlite3")  # one file every node of this machine reaches
+    async with condukt.ray.open_cluster(nodes=2) as cluster:
+        doomed, survivor = await cluster.nodes()
+        supervisor = await cluster.start_dynamic_supervisor()
+        spec = condukt.ChildSpec(
+            None,
+            condukt.Agent,
+            kwargs={"id": "keeper", "session_store": store, "model": FunctionModel(echo_last)},
+            name="keeper",
+            restart="permanent",
+        )
+        keeper = await supervisor.start_child(spec, node=doomed.id)
+        assert await keeper.run("remember 42") == "echo: remember 42"
+        watcher = await cluster.spawn(Relay, keeper, node=survivor.id)
+        assert await watcher.call("watch")
+
+        async with cluster.monitor(keeper) as monitor:
+            os.kill(doomed.pid, signal.SIGKILL)  # the node's actor process dies
+            with trio.fail_after(30):
+                down = await monitor.wait()
+        assert (down.handle, down.reason) == (keeper, "noconnection")
+        with pytest.raises(condukt.ray.NodeDown):
+            await keeper.call("anything")
+
+        with trio.fail_after(30):
+            while (back := await cluster.lookup("keeper")) is None:
+                await trio.sleep(0.05)
+        assert back.node_id == survivor.id and back != keeper
+        assert supervisor.children() == [back]
+        assert [message.text for message in await back.history()] == ["remember 42", "echo: remember 42"]
+        assert await back.run("again") == "echo: again"
+        assert await watcher.call("downs") == [(keeper, "noconnection")]
+        assert [info.id for info in await cluster.nodes()] == [survivor.id]
+
+
+def reply_with_own_prompt(request: condukt.ModelRequest) -> str:
+    return request.messages[-1].text.upper()
+
+
+async def test_ten_thousand_agents_over_two_nodes_each_run_once() -> None:
+    count = 10_000
+    async with condukt.ray.open_cluster(nodes=2) as cluster:
+        handles: list[Any] = [None] * count
+        results: list[Any] = [None] * count
+        model = FunctionModel(reply_with_own_prompt)
+
+        async def spawn(start: int) -> None:
+            for i in range(start, count, 64):
+                handles[i] = await cluster.spawn(condukt.Agent, model=model)
+
+        async def run(start: int) -> None:
+            for i in range(start, count, 64):
+                results[i] = await handles[i].run(f"agent {i}")
+
+        async with trio.open_nursery() as nursery:
+            for start in range(64):
+                nursery.start_soon(spawn, start)
+        async with trio.open_nursery() as nursery:
+            for start in range(64):
+                nursery.start_soon(run, start)
+        assert results == [f"AGENT {i}" for i in range(count)]
+        loads = sorted(info.processes for info in await cluster.nodes())
+        assert sum(loads) == count and loads[0] >= count // 3
