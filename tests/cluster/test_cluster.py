@@ -108,14 +108,16 @@ async def test_two_nodes_handles_registry_tools_and_streams() -> None:
         assert kinds[0] == "AgentStart" and kinds[-1] == "Done" and kinds.count("TextDelta") == 3
 
         # Errors cross as the same exception; a stopped process is gone for everyone.
-        with pytest.raises(condukt.UnhandledMessage):
-            await relay.call("unknown")  # the relay's call of the counter crashed the counter
+        with pytest.raises(condukt.CallError) as crashed:
+            await relay.call("unknown")  # the relay's call crashed the counter, then the relay
+        assert isinstance(crashed.value.reason, condukt.CallError)
+        assert isinstance(crashed.value.reason.reason, condukt.UnhandledMessage)
         with pytest.raises(condukt.NoProc):
             await counter.call("get")
         assert cluster.whereis("counter") is None  # the name went with it
 
         infos = {info.id: info for info in await cluster.nodes()}
-        assert infos[first].processes == 1 and infos[second].processes == 1  # answerer, asker
+        assert infos[first].processes == 1 and infos[second].processes == 1  # answerer, asker (the relay crashed)
 
 
 async def test_placement_spreads_by_process_count() -> None:
