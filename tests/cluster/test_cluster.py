@@ -172,21 +172,14 @@ def reply_with_own_prompt(request: condukt.ModelRequest) -> str:
 async def test_ten_thousand_agents_over_two_nodes_each_run_once() -> None:
     count = 10_000
     async with condukt.ray.open_cluster(nodes=2) as cluster:
-        handles: list[Any] = [None] * count
+        handles = await cluster.spawn_many(condukt.Agent, count, model=FunctionModel(reply_with_own_prompt))
+        assert len(set(handles)) == count
         results: list[Any] = [None] * count
-        model = FunctionModel(reply_with_own_prompt)
-
-        async def spawn(start: int) -> None:
-            for i in range(start, count, 64):
-                handles[i] = await cluster.spawn(condukt.Agent, model=model)
 
         async def run(start: int) -> None:
             for i in range(start, count, 64):
                 results[i] = await handles[i].run(f"agent {i}")
 
-        async with trio.open_nursery() as nursery:
-            for start in range(64):
-                nursery.start_soon(spawn, start)
         async with trio.open_nursery() as nursery:
             for start in range(64):
                 nursery.start_soon(run, start)

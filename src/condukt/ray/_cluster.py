@@ -233,6 +233,31 @@ class Cluster:
         handle: ClusterHandle = unwrap(await await_ref(ref, node_id))
         return handle
 
+    async def spawn_many(self, cls: type[Server], count: int, *args: Any, **kwargs: Any) -> list[Any]:
+        """``count`` unnamed processes of ``cls`` with the same arguments; their handles, in order.
+
+        Placement runs once per process, as ``spawn`` would, but each node
+        gets its share in one Ray call (``cls`` and the arguments are pickled
+        once per node): the way to start thousands of agents. Each process
+        gets its own unpickled copy of the arguments per node, shared by the
+        processes of that node (a model object, a store).
+        """
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        placed = [await self._place() for _ in range(count)]
+        handles: list[Any] = [None] * count
+
+        async def on(node_id: str) -> None:
+            slots = [i for i, chosen in enumerate(placed) if chosen == node_id]
+            ref = actor_of(node_id).spawn_many.remote(cls, args, [kwargs] * len(slots))
+            for i, handle in zip(slots, unwrap(await await_ref(ref, node_id)), strict=True):
+                handles[i] = handle
+
+        async with trio.open_nursery() as nursery:
+            for node_id in set(placed):
+                nursery.start_soon(on, node_id)
+        return handles
+
     def whereis(self, name: Hashable) -> Any:
         """The :class:`ClusterHandle` registered under ``name`` anywhere in the cluster, or ``None``.
 
