@@ -58,6 +58,11 @@ SUBPACKAGES = {
         "server_for", "sse", "stdio",
     },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
+    "condukt.ray": {
+        "STREAM_BUFFER", "Cluster", "ClusterHandle", "ClusterMonitor", "ClusterSupervisor", "NodeDown", "NodeInfo",
+        "Placement", "RemoteError", "RemoteStream", "current_cluster", "init", "least_loaded", "link", "monitor",
+        "open_cluster",
+    },
 }  # fmt: skip
 
 #: Names the top level used to export: still reachable, with a DeprecationWarning.
@@ -107,6 +112,7 @@ PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
+    "condukt.ray",
 ]  # fmt: skip
 
 

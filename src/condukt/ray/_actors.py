@@ -196,7 +196,7 @@ class NodeActor:
 
     async def stream_open(self, pid: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         async def inside() -> Any:
-            handle = self._export(pid)
+            handle: Any = self._export(pid)
             send, receive = trio.open_memory_channel[Any](STREAM_BUFFER)
             stream = _Stream(receive)
             sid = next(self._sids)
@@ -208,7 +208,7 @@ class NodeActor:
                 try:
                     with stream.scope:
                         try:
-                            async with getattr(handle, "stream")(*args, **kwargs) as events:
+                            async with handle.stream(*args, **kwargs) as events:
                                 run_id.append(str(events.run_id))
                                 opened.set()
                                 async for event in events:

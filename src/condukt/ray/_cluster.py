@@ -139,7 +139,10 @@ class Cluster:
     # ---------------------------------------------------------------- nodes
 
     async def add_node(self) -> str:
-        """Start one more node (a new Ray actor); returns its id. Driver only."""
+        """Start one more node (a new Ray actor); returns its id. Driver only.
+
+        Cancellation: the actor may still come up; it is closed with the cluster.
+        """
         if self._nursery is None:
             raise ConduktError("only the driver that opened the cluster adds nodes")
         node_class, _ = _actor_classes()
@@ -166,7 +169,10 @@ class Cluster:
                 await self.node_lost(node_id)
 
     async def node_lost(self, node_id: str) -> None:
-        """Record that a node is gone: placement skips it and its names are released cluster-wide."""
+        """Record that a node is gone: placement skips it and its names are released cluster-wide.
+
+        Cancellation: the node is skipped from then on; the registry may not have heard yet.
+        """
         if node_id in self._dead:
             return
         self._dead.add(node_id)
@@ -183,7 +189,10 @@ class Cluster:
         return [node_id for node_id in self._loads if node_id not in self._dead]
 
     async def nodes(self) -> list[NodeInfo]:
-        """Every live node with its process count (one round trip to each node, concurrently)."""
+        """Every live node with its process count (one round trip to each node, concurrently).
+
+        Cancellation: stops waiting for the answers; nothing changes.
+        """
         infos: dict[str, NodeInfo] = {}
 
         async def read(node_id: str) -> None:
@@ -227,6 +236,9 @@ class Cluster:
         default). ``name`` registers it cluster-wide (:class:`condukt.NameTaken`
         if taken anywhere) and on its node. ``cls``, ``args`` and ``kwargs``
         are pickled to the node (the model object, the session store...).
+
+        Cancellation: the Ray call is cancelled; if the process had already
+        started on the node, it keeps running (find it by name).
         """
         node_id = node if node is not None else await self._place()
         ref = actor_of(node_id).spawn.remote(cls, args, kwargs, name)
@@ -241,6 +253,8 @@ class Cluster:
         once per node): the way to start thousands of agents. Each process
         gets its own unpickled copy of the arguments per node, shared by the
         processes of that node (a model object, a store).
+
+        Cancellation: the processes already started keep running.
         """
         if count < 0:
             raise ValueError(f"count must be >= 0, got {count}")
@@ -268,12 +282,18 @@ class Cluster:
         return None if entry is None else ClusterHandle(entry[0], entry[1], name, entry[2])
 
     async def lookup(self, name: Hashable) -> Any:
-        """:meth:`whereis`, awaited instead of blocking."""
+        """:meth:`whereis`, awaited instead of blocking.
+
+        Cancellation: stops waiting for the registry; nothing changes.
+        """
         entry = await await_ref(self._registry.whereis.remote(name), "registry")
         return None if entry is None else ClusterHandle(entry[0], entry[1], name, entry[2])
 
     async def registered(self) -> list[Hashable]:
-        """Every name registered in the cluster."""
+        """Every name registered in the cluster.
+
+        Cancellation: stops waiting for the registry; nothing changes.
+        """
         names: list[Hashable] = await await_ref(self._registry.registered.remote(), "registry")
         return names
 
@@ -292,6 +312,9 @@ class Cluster:
         node chosen by the placement policy: after its node is lost, on a
         surviving node. More than ``max_restarts`` restarts of one child
         within ``max_seconds`` and the supervisor leaves it down (logged).
+        Its children are stopped when the cluster closes.
+
+        Cancellation: nothing to cancel (it only sets up the supervisor).
         """
         if self._nursery is None:
             raise ConduktError("cluster supervisors run in the driver that opened the cluster")
@@ -322,7 +345,11 @@ class ClusterMonitor:
             ray.cancel(self._ref)
 
     async def wait(self) -> Down:
-        """Wait for the exit; returns the :class:`condukt.Down`."""
+        """Wait for the exit; returns the :class:`condukt.Down`.
+
+        Cancellation: only the waiting is cancelled; the monitor stays set
+        until its ``async with`` block ends.
+        """
         if self.down is None:
             try:
                 reason = await await_ref(self._ref, self.handle.node_id)
@@ -400,6 +427,9 @@ class ClusterSupervisor:
         never. For an agent to come back with its conversation, give it an
         ``id`` and a ``session_store`` that every node reaches (see
         docs/cluster.md).
+
+        Cancellation: as for :meth:`Cluster.spawn`; a child that started is
+        not supervised.
         """
         handle = await self._start(spec, node)
         child = _Child(spec, handle)
@@ -412,7 +442,10 @@ class ClusterSupervisor:
         return [child.handle for child in self._children]
 
     async def terminate_child(self, handle: ClusterHandle) -> None:
-        """Stop a child for good (no restart)."""
+        """Stop a child for good (no restart).
+
+        Cancellation: the child is no longer supervised; the stop may not have reached it.
+        """
         for child in self._children:
             if child.handle == handle:
                 child.removed = True
@@ -424,11 +457,14 @@ class ClusterSupervisor:
                 return
         raise ConduktError(f"{handle!r} is not a child of this supervisor")
 
-    async def _start(self, spec: ChildSpec[Any], node: str | None, exclude: frozenset[str] = frozenset()) -> Any:
+    async def _start(
+        self, spec: ChildSpec[Any], node: str | None, exclude: frozenset[str] = frozenset()
+    ) -> ClusterHandle:
         cluster = self._cluster
         node_id = node if node is not None else await cluster._place(exclude)
         ref = actor_of(node_id).spawn.remote(spec.start, spec.args, dict(spec.kwargs), spec.name)
-        return unwrap(await await_ref(ref, node_id))
+        handle: ClusterHandle = unwrap(await await_ref(ref, node_id))
+        return handle
 
     async def _watch(self, child: _Child) -> None:
         while True:
@@ -449,7 +485,8 @@ class ClusterSupervisor:
                 self._children.remove(child)
                 return
             try:
-                child.handle = await self._start(child.spec, None, frozenset({child.handle.node_id}) if lost else frozenset())
+                avoid = frozenset({child.handle.node_id}) if lost else frozenset()
+                child.handle = await self._start(child.spec, None, avoid)
             except Exception:
                 logger.exception("condukt.ray: restarting %r failed", child.spec)
                 self._children.remove(child)
@@ -470,7 +507,7 @@ def current_cluster() -> Cluster | None:
 
 def _only(group: BaseExceptionGroup[Any]) -> BaseException:
     while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
-        group = group.exceptions[0]  # type: ignore[assignment]
+        group = group.exceptions[0]
     return group
 
 

@@ -146,7 +146,11 @@ class ClusterHandle:
         return unwrap(await await_ref(ref, self.node_id))
 
     async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
-        """:meth:`condukt.Handle.call`, wherever the process runs."""
+        """:meth:`condukt.Handle.call`, wherever the process runs.
+
+        Cancellation: cancelling the caller cancels the Ray call and, on the
+        node, the operation it awaits (as for a local caller).
+        """
         local = self.local
         if local is not None:
             return await local.call(request, timeout)
@@ -154,23 +158,43 @@ class ClusterHandle:
         return unwrap(await await_ref(ref, self.node_id))
 
     async def cast(self, message: Any) -> None:
-        """:meth:`condukt.Handle.cast`: returns once the message is in the mailbox."""
+        """:meth:`condukt.Handle.cast`: returns once the message is in the mailbox.
+
+        Cancellation: cancelling the caller cancels the Ray call and, on the
+        node, the operation it awaits (as for a local caller).
+        """
         await self._invoke("cast", message)
 
     async def send(self, message: Any) -> None:
-        """:meth:`condukt.Handle.send`: a raw message to ``handle_info``."""
+        """:meth:`condukt.Handle.send`: a raw message to ``handle_info``.
+
+        Cancellation: cancelling the caller cancels the Ray call and, on the
+        node, the operation it awaits (as for a local caller).
+        """
         await self._invoke("send", message)
 
     async def stop(self, reason: Any = "normal", timeout: float | None | str = "default") -> None:
-        """:meth:`condukt.Handle.stop`: stop the process and wait until it has exited."""
+        """:meth:`condukt.Handle.stop`: stop the process and wait until it has exited.
+
+        Cancellation: cancelling the caller cancels the Ray call and, on the
+        node, the operation it awaits (as for a local caller).
+        """
         await self._invoke("stop", reason, timeout)
 
     async def kill(self) -> None:
-        """:meth:`condukt.Handle.kill` (awaited here: it may cross nodes)."""
+        """:meth:`condukt.Handle.kill` (awaited here: it may cross nodes).
+
+        Cancellation: cancelling the caller cancels the Ray call and, on the
+        node, the operation it awaits (as for a local caller).
+        """
         await self._invoke("kill")
 
     async def wait(self) -> Any:
-        """Wait for the exit; returns the exit reason (``"noconnection"`` if its node is lost)."""
+        """Wait for the exit; returns the exit reason (``"noconnection"`` if its node is lost).
+
+        Cancellation: cancelling the caller cancels the Ray call and, on the
+        node, the operation it awaits (as for a local caller).
+        """
         local = self.local
         if local is not None:
             return await local.wait()
@@ -190,9 +214,9 @@ class ClusterHandle:
         aborts the run.
         """
         self._need_agent("stream")
-        local = self.local
+        local: Any = self.local
         if local is not None:
-            return getattr(local, "stream")(*args, **kwargs)
+            return local.stream(*args, **kwargs)
         return RemoteStream(self, args, kwargs)
 
     def _need_agent(self, what: str) -> None:
