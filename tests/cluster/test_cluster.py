@@ -34,6 +34,13 @@ class Counter(condukt.Server):
         self.n += message
 
 
+class Follower(condukt.Server):
+    """Linked to a process on another node: exits when it does (abnormally)."""
+
+    async def init(self, leader: condukt.ray.ClusterHandle) -> None:
+        condukt.ray.link(self, leader)
+
+
 class Relay(condukt.Server):
     """Holds a handle of a process on another node (passed in as an argument) and calls it."""
 
@@ -44,6 +51,10 @@ class Relay(condukt.Server):
     async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
         if request == "downs":
             return self.downs
+        if isinstance(request, tuple) and request[0] == "whereis":  # the sync lookup, from a node
+            cluster = condukt.ray.current_cluster()
+            assert cluster is not None
+            return cluster.whereis(request[1])
         if request == "watch":
             condukt.ray.monitor(self, self.target)
             return True
@@ -91,6 +102,7 @@ async def test_two_nodes_handles_registry_tools_and_streams() -> None:
         assert await counter.call("self") == counter
         relay = await cluster.spawn(Relay, counter, node=second)
         assert await relay.call("get") == 7
+        assert await relay.call(("whereis", "counter")) == counter
 
         # An agent on one node, asked from the driver, and by a tool of an agent on the other node.
         answerer = await cluster.spawn(condukt.Agent, name="answerer", node=first, model=FunctionModel(echo_last))
@@ -114,7 +126,9 @@ async def test_two_nodes_handles_registry_tools_and_streams() -> None:
         assert isinstance(crashed.value.reason.reason, condukt.UnhandledMessage)
         with pytest.raises(condukt.NoProc):
             await counter.call("get")
-        assert cluster.whereis("counter") is None  # the name went with it
+        with trio.fail_after(5):  # the name goes with it, released by the node just after the exit
+            while cluster.whereis("counter") is not None:
+                await trio.sleep(0.01)
 
         infos = {info.id: info for info in await cluster.nodes()}
         assert infos[first].processes == 1 and infos[second].processes == 1  # answerer, asker (the relay crashed)
@@ -145,12 +159,15 @@ async def test_a_lost_node_gives_noconnection_and_its_agent_returns_elsewhere_wi
         assert await keeper.run("remember 42") == "echo: remember 42"
         watcher = await cluster.spawn(Relay, keeper, node=survivor.id)
         assert await watcher.call("watch")
+        follower = await cluster.spawn(Follower, keeper, node=survivor.id)
 
-        async with cluster.monitor(keeper) as monitor:
+        async with cluster.monitor(keeper) as monitor, cluster.monitor(follower) as follower_monitor:
             os.kill(doomed.pid, signal.SIGKILL)  # the node's actor process dies
             with trio.fail_after(30):
                 down = await monitor.wait()
+                follower_down = await follower_monitor.wait()
         assert (down.handle, down.reason) == (keeper, "noconnection")
+        assert (follower_down.handle, follower_down.reason) == (follower, "noconnection")  # the link
         with pytest.raises(condukt.ray.NodeDown):
             await keeper.call("anything")
 

@@ -275,10 +275,12 @@ class Cluster:
     def whereis(self, name: Hashable) -> Any:
         """The :class:`ClusterHandle` registered under ``name`` anywhere in the cluster, or ``None``.
 
-        One blocking round trip to the registry actor (well under a
-        millisecond on one machine); :meth:`lookup` is the awaitable form.
+        One blocking round trip to the registry actor (about a millisecond
+        on one machine); :meth:`lookup` is the awaitable form, better inside
+        a node, whose other processes wait while it blocks.
         """
-        entry = ray.get(self._registry.whereis.remote(name))
+        # Blocks this thread (a node's event loop too, briefly); ray.get would warn about that on a node.
+        entry = self._registry.whereis.remote(name).future().result()
         return None if entry is None else ClusterHandle(entry[0], entry[1], name, entry[2])
 
     async def lookup(self, name: Hashable) -> Any:

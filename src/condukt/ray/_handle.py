@@ -11,10 +11,13 @@ import attrs
 import ray
 import trio
 
-from ..otp import Handle, NoProc
+from ..otp import CallTimeout, Handle, NoProc
 from ._bridge import await_ref, unwrap
 
 __all__ = ["ClusterHandle", "LocalNode", "actor_of", "local_node", "set_local_node"]
+
+#: Seconds past a call's timeout after which the caller stops waiting for a node that does not answer.
+UNRESPONSIVE_GRACE = 5.0
 
 #: Ray namespace of the node actors (their names are unique: ``condukt-node-<uuid>``).
 NAMESPACE = "condukt"
@@ -148,6 +151,10 @@ class ClusterHandle:
     async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
         """:meth:`condukt.Handle.call`, wherever the process runs.
 
+        The process's node enforces ``timeout`` (:class:`condukt.CallTimeout`);
+        a node that does not answer at all (hung, or its machine gone without
+        Ray noticing yet) raises it too, 5 s past ``timeout``.
+
         Cancellation: cancelling the caller cancels the Ray call and, on the
         node, the operation it awaits (as for a local caller).
         """
@@ -155,7 +162,12 @@ class ClusterHandle:
         if local is not None:
             return await local.call(request, timeout)
         ref = actor_of(self.node_id).invoke.remote(self.id, "call", (request, timeout), {})
-        return unwrap(await await_ref(ref, self.node_id))
+        if timeout is None:
+            return unwrap(await await_ref(ref, self.node_id))
+        # The node enforces ``timeout``; this bounds a node that stopped answering altogether.
+        with trio.move_on_after(timeout + UNRESPONSIVE_GRACE):
+            return unwrap(await await_ref(ref, self.node_id))
+        raise CallTimeout(f"no reply from node {self.node_id} within {timeout + UNRESPONSIVE_GRACE} s")
 
     async def cast(self, message: Any) -> None:
         """:meth:`condukt.Handle.cast`: returns once the message is in the mailbox.
