@@ -84,9 +84,16 @@ def echo_last(request: condukt.ModelRequest) -> str:
     return "echo: " + request.messages[-1].text
 
 
-async def test_two_nodes_handles_registry_tools_and_streams() -> None:
+async def test_two_nodes_placement_handles_registry_tools_and_streams() -> None:
     async with condukt.ray.open_cluster(nodes=2) as cluster:
         first, second = [info.id for info in await cluster.nodes()]
+
+        # Placement: least loaded by process count.
+        placed = [await cluster.spawn(Counter) for _ in range(6)]
+        assert sorted(info.processes for info in await cluster.nodes()) == [3, 3]
+        assert {handle.node_id for handle in placed} == {first, second}
+        for handle in placed:
+            await handle.stop()
 
         counter = await cluster.spawn(Counter, 5, name="counter", node=first)
         assert counter.node_id == first
@@ -132,13 +139,6 @@ async def test_two_nodes_handles_registry_tools_and_streams() -> None:
 
         infos = {info.id: info for info in await cluster.nodes()}
         assert infos[first].processes == 1 and infos[second].processes == 1  # answerer, asker (the relay crashed)
-
-
-async def test_placement_spreads_by_process_count() -> None:
-    async with condukt.ray.open_cluster(nodes=2) as cluster:
-        handles = [await cluster.spawn(Counter) for _ in range(6)]
-        assert sorted(info.processes for info in await cluster.nodes()) == [3, 3]
-        assert len({handle.node_id for handle in handles}) == 2
 
 
 async def test_a_lost_node_gives_noconnection_and_its_agent_returns_elsewhere_with_its_history(

@@ -9,11 +9,11 @@ from typing import Any
 
 import trio
 
-from .. import asyncio as condukt_asyncio
 from ..otp import Handle, NameTaken, NoProc
 from ..otp.lowlevel import set_handle_reducer
 from ._bridge import await_ref, portable, portable_reason
 from ._handle import LocalNode, local_node, reduce_handle, set_local_node
+from ._hosts import make_host
 
 __all__ = ["NodeActor", "Registry", "STREAM_BUFFER"]
 
@@ -80,30 +80,31 @@ class _Stream:
 
 
 class NodeActor:
-    """One condukt node in a Ray actor process; trio runs as a guest on the actor's asyncio loop.
+    """One condukt node in a Ray actor process; trio runs in a thread of it (or as a guest on its loop).
 
     Every method is a Ray async actor method: it runs on the actor's asyncio
-    loop and reaches the node's trio run through
-    :meth:`condukt.asyncio.Node.call_in_trio`.
+    loop and reaches the node's trio run through its host (see ``_hosts``).
     """
 
-    def __init__(self, node_id: str, registry: Any, node_options: dict[str, Any]) -> None:
+    def __init__(self, node_id: str, registry: Any, node_options: dict[str, Any], trio_host: str = "thread") -> None:
         self.node_id = node_id
         self.registry = registry
         self.node_options = node_options
-        self._node: Any = None
-        self._opened: Any = None
+        self._host = make_host(trio_host)
         self._streams: dict[int, _Stream] = {}
         self._sids = itertools.count(1)
         self._closed: Any = None
 
+    @property
+    def _node(self) -> Any:
+        return self._host.node
+
     async def start(self, cluster: Any) -> int:
         import asyncio
 
-        self._opened = condukt_asyncio.open_node(**self.node_options)
-        self._node = await self._opened.__aenter__()
+        await self._host.open(self.node_options)
         node_id = self.node_id
-        set_handle_reducer(self._node.inner, lambda handle: reduce_handle(node_id, handle))
+        set_handle_reducer(self._host.node, lambda handle: reduce_handle(node_id, handle))  # type: ignore[arg-type]
         set_local_node(LocalNode(node_id, cluster=cluster))
         self._closed = asyncio.get_running_loop().create_future()
         return os.getpid()
@@ -113,16 +114,19 @@ class NodeActor:
         await self._closed
 
     async def close(self) -> None:
-        if self._opened is not None:
-            opened, self._opened = self._opened, None
-            await opened.__aexit__(None, None, None)
+        await self._host.close()
         if self._closed is not None and not self._closed.done():
             self._closed.set_result(None)
 
     async def info(self) -> tuple[str, int, int, int]:
         """(node id, process count, registered names on the node, OS pid)."""
-        node = self._node.inner
-        return (self.node_id, node.process_count, len(node.registered()), os.getpid())
+
+        async def read() -> tuple[str, int, int, int]:
+            node = self._node
+            return (self.node_id, node.process_count, len(node.registered()), os.getpid())
+
+        result: tuple[str, int, int, int] = await self._host.call(read)
+        return result
 
     def _export(self, pid: int) -> Handle:
         local = local_node()
@@ -132,22 +136,22 @@ class NodeActor:
         return handle
 
     async def spawn(self, cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: Hashable | None) -> Any:
-        return await self._node.call_in_trio(self._spawn, cls, args, kwargs, name)
+        return await self._host.call(self._spawn, cls, args, kwargs, name)
 
     async def spawn_many(self, cls: Any, args: tuple[Any, ...], kwargs: list[dict[str, Any]]) -> Any:
         """Unnamed processes of one class, one per kwargs mapping (one Ray call for many)."""
 
         async def spawn_all() -> Any:
-            node = self._node.inner
+            node = self._node
             return (True, [await node.spawn(cls, *args, **each) for each in kwargs])
 
         try:
-            return await self._node.call_in_trio(spawn_all)
+            return await self._host.call(spawn_all)
         except Exception as exc:
             return (False, portable(exc))
 
     async def _spawn(self, cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: Hashable | None) -> Any:
-        node = self._node.inner
+        node = self._node
         try:
             if name is None:
                 return (True, await node.spawn(cls, *args, **kwargs))
@@ -182,7 +186,7 @@ class NodeActor:
             except Exception as exc:
                 return (False, portable(exc))
 
-        return await self._node.call_in_trio(inside)
+        return await self._host.call(inside)
 
     async def wait_exit(self, pid: int) -> Any:
         async def inside() -> Any:
@@ -192,7 +196,7 @@ class NodeActor:
                 return "noproc"
             return portable_reason(await handle.wait())
 
-        return await self._node.call_in_trio(inside)
+        return await self._host.call(inside)
 
     async def stream_open(self, pid: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         async def inside() -> Any:
@@ -228,7 +232,7 @@ class NodeActor:
             return (sid, run_id[0] if run_id else "")
 
         try:
-            return (True, await self._node.call_in_trio(inside))
+            return (True, await self._host.call(inside))
         except Exception as exc:
             return (False, portable(exc))
 
@@ -251,7 +255,7 @@ class NodeActor:
                         return (False, stream.failure)
             return (True, (events, ended, stream.result, stream.error))
 
-        return await self._node.call_in_trio(inside)
+        return await self._host.call(inside)
 
     async def stream_close(self, sid: int) -> None:
         def close() -> None:
@@ -262,4 +266,4 @@ class NodeActor:
         async def inside() -> None:
             close()
 
-        await self._node.call_in_trio(inside)
+        await self._host.call(inside)

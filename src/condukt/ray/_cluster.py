@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import attrs
 import ray
@@ -129,6 +129,7 @@ class Cluster:
         self._nursery: trio.Nursery | None = None
         self._node_options: dict[str, Any] = {}
         self._closing = False
+        self._trio_host = "thread"
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (Cluster, (self.id, self._registry, self.placement))
@@ -153,7 +154,7 @@ class Cluster:
             num_cpus=0,
             max_concurrency=MAX_CONCURRENCY,
             max_restarts=0,
-        ).remote(node_id, self._registry, self._node_options)
+        ).remote(node_id, self._registry, self._node_options, self._trio_host)
         remember_actor(node_id, actor)
         await await_ref(actor.start.remote(self), node_id)
         await await_ref(self._registry.add_node.remote(node_id), "registry")
@@ -521,6 +522,7 @@ async def open_cluster(
     placement: Placement = least_loaded,
     ray_options: dict[str, Any] | None = None,
     node_options: dict[str, Any] | None = None,
+    trio_host: Literal["thread", "guest"] = "thread",
 ) -> AsyncIterator[Cluster]:
     """``async with condukt.ray.open_cluster(nodes=2) as cluster``: condukt nodes in Ray actors.
 
@@ -529,7 +531,12 @@ async def open_cluster(
     node actors. Leaving the block closes every node (its processes get
     ``terminate("shutdown")``), kills the actors, and shuts down a Ray it
     started. ``node_options`` go to each node's :func:`condukt.open_node`.
+    ``trio_host`` is where each node actor runs trio: ``"thread"``, a thread
+    of its own (the default, measured faster), or ``"guest"``, on the
+    actor's asyncio loop (see docs/cluster.md).
     """
+    if trio_host not in ("thread", "guest"):
+        raise ValueError(f"trio_host must be 'thread' or 'guest', got {trio_host!r}")
     global _driver_cluster
     started_ray = not ray.is_initialized()
     init(address, **(ray_options or {}))
@@ -540,6 +547,7 @@ async def open_cluster(
     ).remote()
     cluster = Cluster(cluster_id, registry, placement)
     cluster._node_options = dict(node_options or {})
+    cluster._trio_host = trio_host
     outer = _driver_cluster
     try:
         async with trio.open_nursery() as nursery:
@@ -552,9 +560,10 @@ async def open_cluster(
                 yield cluster
             finally:
                 _driver_cluster = outer
+                cluster._closing = True
+                nursery.cancel_scope.cancel()  # the node watches and the supervisors end first
                 with trio.CancelScope(shield=True):
                     await _close(cluster)
-                nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         raise _only(group) from None
     finally:
