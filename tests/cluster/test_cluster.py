@@ -126,6 +126,19 @@ async def test_two_nodes_placement_handles_registry_tools_and_streams() -> None:
         assert events.result == "echo: streamed words"
         assert kinds[0] == "AgentStart" and kinds[-1] == "Done" and kinds.count("TextDelta") == 3
 
+        # Leaving a remote stream early aborts the run on its node; the agent carries on.
+        slow = await cluster.spawn(
+            condukt.Agent, node=first, model=ScriptedModel([reply("never", delay=30), reply("after")])
+        )
+        with trio.fail_after(10):
+            async with slow.stream("go") as events:
+                async for event in events:
+                    assert type(event).__name__ == "AgentStart"
+                    break
+            assert await slow.run("again") == "after"
+        assert [message.text for message in await slow.history()] == ["again", "after"]
+        await slow.stop()
+
         # Errors cross as the same exception; a stopped process is gone for everyone.
         with pytest.raises(condukt.CallError) as crashed:
             await relay.call("unknown")  # the relay's call crashed the counter, then the relay
