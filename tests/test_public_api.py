@@ -61,7 +61,7 @@ SUBPACKAGES = {
     "condukt.ray": {
         "STREAM_BUFFER", "Cluster", "ClusterHandle", "ClusterMonitor", "ClusterSupervisor", "NodeDown", "NodeInfo",
         "Placement", "RemoteError", "RemoteStream", "current_cluster", "init", "least_loaded", "link", "monitor",
-        "open_cluster",
+        "open_cluster", "shutdown",
     },
 }  # fmt: skip
 

@@ -114,6 +114,10 @@ async def test_two_nodes_placement_handles_registry_tools_and_streams() -> None:
         # An agent on one node, asked from the driver, and by a tool of an agent on the other node.
         answerer = await cluster.spawn(condukt.Agent, name="answerer", node=first, model=FunctionModel(echo_last))
         assert await answerer.run("ping") == "echo: ping"
+        with pytest.raises(AttributeError):
+            answerer.running  # noqa: B018 - a synchronous property is not forwarded: ask with a call
+        with pytest.raises(AttributeError):
+            counter.run  # noqa: B018 - not an agent
         asker_model = ScriptedModel([call("ask", {"agent": "answerer", "question": "where?"}), reply("done")])
         asker = await cluster.spawn(condukt.Agent, node=second, model=asker_model, tools=[ask])
         assert await asker.run("go") == "done"

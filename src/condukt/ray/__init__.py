@@ -42,6 +42,7 @@ from ._cluster import (
     link,
     monitor,
     open_cluster,
+    shutdown,
 )
 from ._handle import ClusterHandle, RemoteStream
 
@@ -62,4 +63,5 @@ __all__ = [
     "link",
     "monitor",
     "open_cluster",
+    "shutdown",
 ]

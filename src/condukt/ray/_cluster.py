@@ -34,6 +34,7 @@ __all__ = [
     "link",
     "monitor",
     "open_cluster",
+    "shutdown",
 ]
 
 logger = logging.getLogger("condukt.ray")
@@ -80,8 +81,10 @@ def init(address: str | None = None, **options: Any) -> None:
     connects to the cluster at ``address`` (``"auto"``, ``"ray://..."``).
     ``options`` go to :func:`ray.init` and override the defaults.
     """
+    global _environment_before
     if ray.is_initialized():
         return
+    _environment_before = dict(os.environ)
     if address is None:
         path = os.pathsep.join(entry for entry in sys.path if entry)
         defaults: dict[str, Any] = {
@@ -94,6 +97,29 @@ def init(address: str | None = None, **options: Any) -> None:
         ray.init(**{**defaults, **options})
     else:
         ray.init(address=address, **options)
+
+
+#: This process's environment before :func:`init` started Ray (which sets variables it never unsets).
+_environment_before: dict[str, str] | None = None
+
+
+def shutdown() -> None:
+    """``ray.shutdown()``, then undo the environment variables ``ray.init`` set in this process.
+
+    Ray sets variables such as ``RAY_AUTH_MODE`` and ``PYTHONBREAKPOINT``
+    in the driver's ``os.environ`` and leaves them after its shutdown;
+    this puts back what :func:`init` found. :func:`open_cluster` calls it
+    when it started Ray itself.
+    """
+    global _environment_before
+    ray.shutdown()
+    before, _environment_before = _environment_before, None
+    if before is not None:
+        for key in [key for key in os.environ if key not in before]:
+            del os.environ[key]
+        for key, value in before.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
 
 
 _remote_node: Any = None
@@ -569,7 +595,7 @@ async def open_cluster(
     finally:
         ray.kill(registry)
         if started_ray:
-            ray.shutdown()
+            shutdown()
 
 
 async def _close(cluster: Cluster) -> None:

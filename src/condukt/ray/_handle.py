@@ -16,6 +16,14 @@ from ._bridge import await_ref, unwrap
 
 __all__ = ["ClusterHandle", "LocalNode", "actor_of", "local_node", "set_local_node"]
 
+#: The :class:`condukt.AgentHandle` methods a cluster handle of an agent forwards (all awaited).
+AGENT_METHODS = frozenset(
+    {
+        "run", "abort", "steer", "follow_up", "operation", "approve", "deny",
+        "pending_approvals", "last_result", "history", "clear", "compact",
+    }
+)  # fmt: skip
+
 #: Seconds past a call's timeout after which the caller stops waiting for a node that does not answer.
 UNRESPONSIVE_GRACE = 5.0
 
@@ -125,7 +133,10 @@ class ClusterHandle:
 
     @property
     def local(self) -> Handle | None:
-        """The plain :class:`condukt.Handle` when the process runs in this Python process, else ``None``."""
+        """The plain :class:`condukt.Handle` when the process runs in this Python process, else ``None``.
+
+        Raises :class:`condukt.NoProc` for a process of this node that is gone.
+        """
         cached = self._cached
         if cached is not None:
             return cached
@@ -236,8 +247,8 @@ class ClusterHandle:
             raise AttributeError(f"{self!r} is not an agent: no {what}()")
 
     def __getattr__(self, method: str) -> Any:
-        if method.startswith("_") or not self.agent:
-            raise AttributeError(method)
+        if not self.agent or method not in AGENT_METHODS:
+            raise AttributeError(f"{type(self).__name__} has no attribute {method!r}")
 
         async def remote_method(*args: Any, **kwargs: Any) -> Any:
             return await self._invoke(method, *args, **kwargs)

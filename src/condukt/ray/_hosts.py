@@ -95,6 +95,8 @@ class ThreadHost:
         async def body() -> None:
             with trio.CancelScope() as scope:
                 scopes.append(scope)
+                if result.cancelled():  # cancelled before this task started: the cancel found no scope
+                    scope.cancel()
                 try:
                     value = await fn(*args)
                 except trio.Cancelled:
