@@ -224,7 +224,7 @@ class Node(_Proxy):
         """Await the trio function ``fn(*args, **kwargs)`` inside this node's trio run, from asyncio.
 
         For code that keeps its own trio-side logic next to the node (as
-        :mod:`condukt.ray` does in each cluster node's actor). The result is
+        :mod:`condukt.ray` does in a node actor that runs trio as a guest). The result is
         returned as is (no proxies); cancellation crosses as for every method.
         """
         return await self._guest.call(fn, *args, **kwargs)

@@ -9,8 +9,9 @@
         await h.run("hi")                                       # from anywhere in the cluster
         cluster.whereis("a1"); await cluster.nodes()
 
-Each condukt node lives in a Ray async actor, with trio running as a guest
-on the actor's asyncio loop (:mod:`condukt.asyncio`). Handles
+Each condukt node lives in a Ray async actor, with trio running in a
+thread of the actor (or, ``trio_host="guest"``, as a guest on the actor's
+asyncio loop through :mod:`condukt.asyncio`). Handles
 (:class:`ClusterHandle`) pickle to (node id, process id) and route across
 nodes: a call to a process on the caller's own node goes straight to the
 local handle, one to another node is one Ray actor call. Names are unique
