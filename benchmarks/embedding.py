@@ -7,7 +7,8 @@ runs on already-spawned agents, driven once from a trio program and once
 from an asyncio program through ``condukt.asyncio``, in the same process.
 CPU time per run, sequential (one agent, N runs) and concurrent (N agents,
 one run each, all at once); the ratio asyncio / trio is the bridge's cost.
-Target (issue 12): at most 1.2x at 1 and at 1,000 concurrent.
+Target (issue 12): at most 1.2x at 1 and at 1,000 concurrent. The
+thread-backed mode (``open_node(thread=True)``) is measured the same way.
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ async def trio_side(n: int) -> tuple[float, float]:
         return await measure(node, n, run_all)
 
 
-async def asyncio_side(n: int) -> tuple[float, float]:
+async def asyncio_side(n: int, thread: bool = False) -> tuple[float, float]:
     async def run_all(agents: list[Any]) -> None:
         await asyncio.gather(*(each.run("go") for each in agents))
 
-    async with ca.open_node() as node:
+    async with ca.open_node(thread=thread) as node:
         return await measure(node, n, run_all)
 
 
@@ -72,14 +73,18 @@ def main() -> None:
           f"trio {trio.__version__}; N={n}, best of 3")
     best_trio = [float("inf")] * 2
     best_asyncio = [float("inf")] * 2
+    best_thread = [float("inf")] * 2
     for _ in range(3):
         t = trio.run(trio_side, n)
         a = asyncio.run(asyncio_side(n))
+        th = asyncio.run(asyncio_side(n, thread=True))
         best_trio = [min(x, y) for x, y in zip(best_trio, t, strict=True)]
         best_asyncio = [min(x, y) for x, y in zip(best_asyncio, a, strict=True)]
+        best_thread = [min(x, y) for x, y in zip(best_thread, th, strict=True)]
     for label, index in (("one agent, runs one after another", 0), (f"{n} agents, one run each, at once", 1)):
-        tr, asy = best_trio[index] * 1e6, best_asyncio[index] * 1e6
-        print(f"  {label:<36} trio {tr:7.1f} µs   asyncio {asy:7.1f} µs   {asy / tr:.2f}×")
+        tr, asy, thr = best_trio[index] * 1e6, best_asyncio[index] * 1e6, best_thread[index] * 1e6
+        print(f"  {label:<36} trio {tr:7.1f} µs   asyncio {asy:7.1f} µs   {asy / tr:.2f}×"
+              f"   thread-backed {thr:7.1f} µs   {thr / tr:.2f}×")
 
 
 if __name__ == "__main__":

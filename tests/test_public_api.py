@@ -34,10 +34,10 @@ TOP_LEVEL = {
 
 SUBPACKAGES = {
     "condukt.agent": {
-        "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle",
+        "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle", "AgentInfo",
         "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail", "InvalidInput",
-        "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunResult",
-        "RunTimeout", "Session", "Subagent", "SubagentSupervisor", "UnknownApproval", "UnknownOperation",
+        "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunInfo", "RunResult",
+        "RunTimeout", "Session", "Subagent", "SubagentSupervisor", "ToolCallInfo", "UnknownApproval", "UnknownOperation",
         "UsageLimitExceeded", "UsageLimits", "operation", "operations_of",
         "run", "run_operation",
     },
@@ -47,7 +47,12 @@ SUBPACKAGES = {
         "resolve_tools", "tool",
     },
     "condukt.schema": {"Schema", "is_structured_type", "schema_for"},
-    "condukt.asyncio": {"Handle", "Node", "Stream", "open_node", "run"},
+    "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
+    "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
+    "condukt.web": {"SessionsFull", "create_app"},
+    "condukt.web.observer": {
+        "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
+    },
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
         "SandboxError", "redact_host_credentials",
@@ -58,6 +63,7 @@ SUBPACKAGES = {
         "server_for", "sse", "stdio",
     },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
+    "condukt.cli": {"JsonPrinter", "Renderer", "app", "main"},
     "condukt.ray": {
         "STREAM_BUFFER", "Cluster", "ClusterHandle", "ClusterMonitor", "ClusterSupervisor", "NodeDown", "NodeInfo",
         "Placement", "RemoteError", "RemoteStream", "current_cluster", "init", "least_loaded", "link", "monitor",
@@ -112,7 +118,7 @@ PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.ray",
+    "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
 ]  # fmt: skip
 
 

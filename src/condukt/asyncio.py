@@ -32,7 +32,10 @@ An exception on the trio side arrives as the same exception on asyncio;
 
 Why guest mode and not a thread: calls stay on the loop's thread (no
 thread hop per call, no locks), and trio's cancellation maps onto asyncio's
-task cancellation. The bridge is hand-written because no well-kept package
+task cancellation. Where guest mode cannot be used (a loop per request),
+``open_node(thread=True)`` runs trio in a thread of its own instead, with
+the same API and cancellation; its nodes serve every loop of the process.
+The bridge is hand-written because no well-kept package
 exposes trio objects to asyncio this way (trio-asyncio goes the other way,
 asyncio code inside trio, and is in maintenance mode; anyio targets code
 written for both, not a trio library called from asyncio).
@@ -41,8 +44,11 @@ written for both, not a trio library called from asyncio).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import inspect
+import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
@@ -53,15 +59,32 @@ import trio
 
 from . import agent as _agent_layer
 from . import otp
+from .otp import lowlevel as otp_lowlevel
 
-__all__ = ["Handle", "Node", "Stream", "open_node", "run"]
+__all__ = ["Handle", "Node", "Stream", "call", "current_node", "open_node", "run"]
 
 #: Events a stream holds for the asyncio side before the run waits for it to read.
 STREAM_BUFFER = 64
 
+#: The node of the innermost enclosing ``open_node`` block of this asyncio task.
+_current: contextvars.ContextVar[Node | None] = contextvars.ContextVar("condukt_asyncio_node", default=None)
+
+
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
+
 
 class _Guest:
     """One trio guest run on one asyncio loop, shared by the nodes opened on it."""
+
+    #: Whether trio runs in a thread of its own (:class:`_ThreadHost`) rather than as a guest.
+    threaded = False
 
     _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Guest] = weakref.WeakKeyDictionary()
 
@@ -125,11 +148,17 @@ class _Guest:
         assert self.token is not None
         self.token.run_sync_soon(fn)
 
+    def deliver(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+        """From trio's side, run sync ``fn(*args)`` on the asyncio ``loop`` (at once: a guest shares its thread)."""
+        fn(*args)
+
     async def call(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
         """Await trio's ``fn(*args, **kwargs)`` from asyncio; see the module for cancellation."""
-        result: asyncio.Future[Any] = self.loop.create_future()
-        settled: asyncio.Future[None] = self.loop.create_future()
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[Any] = loop.create_future()
+        settled: asyncio.Future[None] = loop.create_future()
         scopes: list[trio.CancelScope] = []
+        deliver = self.deliver
 
         async def body() -> None:
             with trio.CancelScope() as scope:
@@ -139,24 +168,20 @@ class _Guest:
                 try:
                     value = await fn(*args, **kwargs)
                 except trio.Cancelled:
-                    if not result.done():
-                        result.set_exception(RuntimeError("condukt's trio run was stopped during the call"))
+                    stopped = RuntimeError("condukt's trio run was stopped during the call")
+                    deliver(loop, _set_exception, result, stopped)
                     raise
                 except BaseException as exc:
-                    if not result.done():
-                        result.set_exception(exc)
+                    deliver(loop, _set_exception, result, exc)
                 else:
-                    if not result.done():
-                        result.set_result(value)
+                    deliver(loop, _set_result, result, value)
                 finally:
-                    if not settled.done():
-                        settled.set_result(None)
+                    deliver(loop, _set_result, settled, None)
 
         def start() -> None:
             if self.nursery is None or self.nursery.cancel_scope.cancel_called:
-                if not result.done():
-                    result.set_exception(RuntimeError("the node is closed"))
-                settled.set_result(None)
+                deliver(loop, _set_exception, result, RuntimeError("the node is closed"))
+                deliver(loop, _set_result, settled, None)
                 return
             self.nursery.start_soon(body)
 
@@ -172,6 +197,70 @@ class _Guest:
             # The trio side is being cancelled: wait until it has cleaned up.
             await asyncio.shield(settled)
             raise
+
+
+class _ThreadHost(_Guest):
+    """trio in a thread of its own, shared by the whole process: for hosts where guest mode cannot be used.
+
+    Not tied to any asyncio loop: calls come from whichever loop awaits
+    them (each gets its answer on its own loop, through
+    ``call_soon_threadsafe``), so nodes outlive loops, as where every
+    request runs on a loop of its own. Each call crosses threads twice.
+    """
+
+    threaded = True
+    _shared: _ThreadHost | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.token: trio.lowlevel.TrioToken | None = None
+        self.nursery: trio.Nursery | None = None
+        self.ready = threading.Event()
+        self.closing = False
+        self.thread = threading.Thread(target=self._run, name="condukt-trio", daemon=True)
+
+    @classmethod
+    async def acquire(cls) -> _ThreadHost:
+        with cls._lock:
+            host = cls._shared
+            if host is None or host.closing or not host.thread.is_alive():
+                host = cls._shared = cls()
+                host.thread.start()
+            host.users += 1
+        await asyncio.get_running_loop().run_in_executor(None, host.ready.wait)
+        if host.nursery is None:
+            await host.release()
+            raise RuntimeError("condukt's trio thread ended before it started")
+        return host
+
+    async def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            last = self.users == 0
+            if last:
+                self.closing = True  # a later acquire starts a new thread
+        if last and self.token is not None and self.nursery is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                self.token.run_sync_soon(self.nursery.cancel_scope.cancel)
+            await asyncio.get_running_loop().run_in_executor(None, self.thread.join)
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        finally:
+            self.ready.set()
+
+    async def _main(self) -> None:
+        self.token = trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            self.ready.set()
+            await trio.sleep_forever()
+
+    def deliver(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(fn, *args)
 
 
 def _wrap(guest: _Guest, value: Any) -> Any:
@@ -278,26 +367,31 @@ class Stream:
         self._delivered: BaseException | None = None  # an error already raised to the reader
 
     async def __aenter__(self) -> Stream:
-        ready: asyncio.Future[None] = self._guest.loop.create_future()
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        deliver = self._guest.deliver
+        put = self._queue.put_nowait
 
         async def pump() -> None:
             self._credits = trio.Semaphore(STREAM_BUFFER)
+            announced = False
             try:
                 async with self._handle.stream(*self._args, **self._kwargs) as events:
                     self._inner = events
-                    ready.set_result(None)
+                    announced = True
+                    deliver(loop, _set_result, ready, None)
                     async for event in events:
                         await self._credits.acquire()
-                        self._queue.put_nowait(event)
+                        deliver(loop, put, event)
             except BaseException as exc:
-                if not ready.done():
-                    ready.set_exception(exc)
+                if not announced:
+                    deliver(loop, _set_exception, ready, exc)
                     raise
                 if not isinstance(exc, trio.Cancelled):
-                    self._queue.put_nowait(_Raise(exc))
+                    deliver(loop, put, _Raise(exc))
                 raise
             finally:
-                self._queue.put_nowait(_END)
+                deliver(loop, put, _END)
 
         self._pump = asyncio.ensure_future(self._guest.call(pump))
         try:
@@ -370,33 +464,35 @@ class _Raise:
 
 
 class _OpenNode:
-    def __init__(self, kwargs: dict[str, Any]) -> None:
+    def __init__(self, kwargs: dict[str, Any], default: bool, thread: bool) -> None:
         self._kwargs = kwargs
+        self._default = default
+        self._thread = thread
+        self._exit_event: trio.Event | None = None
         self._guest: _Guest | None = None
-        self._exit: asyncio.Future[None] | None = None
         self._closed: asyncio.Future[None] | None = None
+        self._token: contextvars.Token[Node | None] | None = None
 
     async def __aenter__(self) -> Node:
-        guest = self._guest = await _Guest.acquire()
-        opened: asyncio.Future[otp.Node] = guest.loop.create_future()
-        exit_now: asyncio.Future[None] = guest.loop.create_future()
-        self._exit = exit_now
-        exit_event = trio.Event()
+        guest = self._guest = await (_ThreadHost.acquire() if self._thread else _Guest.acquire())
+        loop = asyncio.get_running_loop()
+        opened: asyncio.Future[otp.Node] = loop.create_future()
 
         async def hold() -> None:
             # The node lives in a trio task of its own until the asyncio block ends.
             async with otp.open_node(**self._kwargs) as node:
-                opened.set_result(node)
-                exit_now.add_done_callback(lambda _: guest.call_soon(exit_event.set))
-                if exit_now.done():
-                    exit_event.set()
-                await exit_event.wait()
+                with otp_lowlevel.run_default_node(node) if self._default else contextlib.nullcontext():
+                    self._exit_event = trio.Event()
+                    guest.deliver(loop, _set_result, opened, node)
+                    await self._exit_event.wait()
 
         self._closed = asyncio.ensure_future(guest.call(hold))
         waiting: set[asyncio.Future[Any]] = {opened, self._closed}
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if opened.done():
-            return Node(guest, opened.result())
+            proxy = Node(guest, opened.result())
+            self._token = _current.set(proxy)
+            return proxy
         await guest.release()
         self._closed.result()  # raises what opening raised
         raise RuntimeError("the node did not open")  # pragma: no cover
@@ -404,32 +500,95 @@ class _OpenNode:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self._guest is not None and self._exit is not None and self._closed is not None
-        self._exit.set_result(None)
+        assert self._guest is not None and self._closed is not None
+        if self._token is not None:
+            with contextlib.suppress(ValueError):  # left in another context than entered: nothing to reset
+                _current.reset(self._token)
+        exit_event = self._exit_event
+        if exit_event is not None:
+            self._guest.call_soon(exit_event.set)
         try:
             await self._closed
         finally:
             await self._guest.release()
 
 
-def open_node(**kwargs: Any) -> _OpenNode:
+def open_node(*, default: bool = False, thread: bool = False, **kwargs: Any) -> _OpenNode:
     """``async with condukt.asyncio.open_node() as node``: a node on the running asyncio loop.
 
     Takes the options of :func:`condukt.open_node`. Leaving the block stops
     the node (its processes, then its HTTP client), as on trio. Cancelling
     the task inside the block cancels what it awaits, not the node.
+
+    ``default=True`` makes it the default node of this loop for the block:
+    :func:`run` (and trio code run through :func:`call`) without ``node=``
+    uses it, from any task. That is what an application's lifespan wants
+    (see :mod:`condukt.lifespan`).
+
+    ``thread=True`` runs trio in a thread of its own instead of as a guest
+    on this loop (one such thread per process, shared by every node opened
+    this way): for hosts where guest mode cannot be used, such as a loop
+    per request. Such a node may be used from any asyncio loop of the
+    process while its block is open; leave the block on the loop that
+    entered it. Calls cross threads (slower than guest mode); everything
+    else, cancellation included, is the same. ``default=True`` then makes
+    it the default of that trio thread (``run``/``call`` with ``node=`` it
+    or inside its block use it).
     """
-    return _OpenNode(kwargs)
+    return _OpenNode(kwargs, default, thread)
 
 
 async def run(*args: Any, **kwargs: Any) -> Any:
-    """:func:`condukt.run` from asyncio: a one-shot run on a temporary node.
+    """:func:`condukt.run` from asyncio: a one-shot run.
 
+    It runs on ``node=`` (a :class:`Node` of this module, or a trio node)
+    if given, else on the node of the enclosing ``open_node`` block of this
+    task, else on the loop's default node (``open_node(default=True)``,
+    which :mod:`condukt.lifespan` opens), else on a temporary node.
     Cancelling the awaiting task aborts the run (its tool subprocesses are
     gone when the cancellation arrives) before ``CancelledError`` propagates.
     """
+    node = kwargs.get("node") or _current.get()
+    if isinstance(node, Node):
+        kwargs["node"] = node.inner
+        return await node._guest.call(_agent_layer.run, *args, **kwargs)
+    return await call(_agent_layer.run, *args, **kwargs)
+
+
+async def current_node() -> Node | None:
+    """The node of the enclosing ``open_node`` block of this task, else the loop's default node, else ``None``.
+
+    The loop's default node is the one opened with ``open_node(default=True)``
+    (as :mod:`condukt.lifespan` does). Cancellation: cancelling the caller
+    only stops the look-up.
+    """
+    enclosing = _current.get()
+    if enclosing is not None:
+        return enclosing
     guest = await _Guest.acquire()
     try:
-        return await guest.call(_agent_layer.run, *args, **kwargs)
+        node = await guest.call(_current_trio_node)
+        return None if node is None else Node(guest, node)
+    finally:
+        await guest.release()
+
+
+async def _current_trio_node() -> otp.Node | None:
+    return otp.current_node()
+
+
+async def call(fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+    """Await the trio async function ``fn(*args, **kwargs)`` from asyncio; returns its result.
+
+    It runs in this loop's trio guest run (started if needed), so it may
+    use trio and condukt's trio API (inner nodes and handles:
+    :attr:`Node.inner`, :attr:`Handle.inner`). Cancellation crosses both
+    ways as for every call of this module: cancelling the awaiting task
+    cancels ``fn``, and the await returns once ``fn`` has ended; what
+    ``fn`` raises arrives as that exception (``trio.Cancelled`` never does).
+    """
+    guest = await _Guest.acquire()
+    try:
+        return await guest.call(fn, *args, **kwargs)
     finally:
         await guest.release()

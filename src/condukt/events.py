@@ -26,6 +26,7 @@ __all__ = [
     "ToolCallStart",
     "TurnEnd",
     "TurnStart",
+    "to_json",
 ]
 
 
@@ -191,3 +192,19 @@ Event = Union[
     SubagentEvent,
     AgentEvent,
 ]
+
+
+def to_json(event: Event) -> dict[str, Any]:
+    """The JSON shape of ``event``: its fields, plus ``"type"`` naming its class in snake case.
+
+    ``{"type": "text_delta", "text": "Hel"}``, ``{"type": "done", "status":
+    "completed"}``... (every shape is listed in ``docs/http.md``). This is
+    what the HTTP endpoint sends as each SSE event's data, the ``type``
+    being the SSE event name; it is produced by the one cattrs converter of
+    :mod:`condukt.serialization`, so ``condukt.serialization.structure(data,
+    condukt.events.Event)`` reads it back. Never raises for an event.
+    """
+    from .serialization import unstructure  # serialization imports this module
+
+    data: dict[str, Any] = unstructure(event, Event)
+    return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import typing
 from typing import Any
 
@@ -108,6 +109,14 @@ def test_events_round_trip(event: Any) -> None:
     text = serialization.dumps(event, Event)
     back = serialization.loads(text, Event)
     assert back == event and type(back) is type(event)
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+def test_to_json_is_the_tagged_json_shape_and_reads_back(event: Any) -> None:
+    data = condukt.events.to_json(event)
+    assert json.loads(json.dumps(data)) == data  # plain JSON
+    assert data["type"] == re.sub(r"(?<!^)(?=[A-Z])", "_", type(event).__name__).lower()  # TextDelta: text_delta
+    assert serialization.structure(data, Event) == event
 
 
 @pytest.mark.parametrize("block", ASSISTANT.content + (IMAGE,), ids=lambda b: type(b).__name__)

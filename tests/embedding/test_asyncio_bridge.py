@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
+import contextvars
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from web.helpers import uvicorn_server  # tests/ is on sys.path: its packages import each other by name
 
 import condukt
 import condukt.asyncio as ca
@@ -25,7 +27,16 @@ from condukt.providers import ProviderUnavailable
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
 
-def test_spawn_run_stream_and_history_under_asyncio_run() -> None:
+@pytest.fixture(params=["guest", "thread"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that takes it runs with trio as a guest on the loop, then with trio in its own thread."""
+    if request.param == "thread":
+        monkeypatch.setattr(ca, "open_node", functools.partial(ca.open_node, thread=True))
+    mode: str = request.param
+    return mode
+
+
+def test_spawn_run_stream_and_history_under_asyncio_run(mode: str) -> None:
     async def main() -> tuple[Any, ...]:
         async with ca.open_node() as node:
             agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply("hello"), reply("streamed")]))
@@ -40,7 +51,7 @@ def test_spawn_run_stream_and_history_under_asyncio_run() -> None:
     assert kinds == ["AgentStart", "TurnStart", "TextDelta", "TurnEnd", "AgentEnd", "Done"]
 
 
-def test_200_concurrent_runs() -> None:
+def test_200_concurrent_runs(mode: str) -> None:
     async def main() -> list[str]:
         async with ca.open_node() as node:
             agents = [await node.spawn(condukt.Agent, model=ScriptedModel([reply(f"r{i}")])) for i in range(200)]
@@ -50,7 +61,7 @@ def test_200_concurrent_runs() -> None:
 
 
 def test_an_asyncio_timeout_aborts_the_run_and_kills_its_subprocess(
-    tmp_path: Path, process_gone: Callable[[int], bool]
+    tmp_path: Path, process_gone: Callable[[int], bool], mode: str
 ) -> None:
     pid_file = tmp_path / "pid"
     command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 600"
@@ -75,7 +86,7 @@ def test_an_asyncio_timeout_aborts_the_run_and_kills_its_subprocess(
     assert alive
 
 
-def test_a_trio_side_error_arrives_as_the_same_exception() -> None:
+def test_a_trio_side_error_arrives_as_the_same_exception(mode: str) -> None:
     def down(request: Any) -> Any:
         raise ProviderUnavailable("x", "down", status_code=503)
 
@@ -93,7 +104,7 @@ def test_a_trio_side_error_arrives_as_the_same_exception() -> None:
     asyncio.run(main())
 
 
-def test_leaving_a_stream_early_aborts_the_run() -> None:
+def test_leaving_a_stream_early_aborts_the_run(mode: str) -> None:
     async def slow(request: Any) -> Any:
         await trio.sleep(30)
         return "late"
@@ -113,7 +124,7 @@ def test_leaving_a_stream_early_aborts_the_run() -> None:
     assert history == () and running is False
 
 
-def test_nodes_on_one_loop_share_one_trio_run_and_one_shots_work() -> None:
+def test_nodes_on_one_loop_share_one_trio_run_and_one_shots_work(mode: str) -> None:
     async def main() -> tuple[str, str, str]:
         async with ca.open_node() as first, ca.open_node() as second:
             a = await first.spawn(condukt.Agent, model=ScriptedModel([reply("one")]))
@@ -125,7 +136,7 @@ def test_nodes_on_one_loop_share_one_trio_run_and_one_shots_work() -> None:
     assert asyncio.run(main()) == ("one", "two", "shot")
 
 
-def test_cancelling_the_task_never_leaks_trio_cancelled() -> None:
+def test_cancelling_the_task_never_leaks_trio_cancelled(mode: str) -> None:
     async def never(request: Any) -> Any:
         await trio.sleep_forever()
 
@@ -148,7 +159,6 @@ def test_cancelling_the_task_never_leaks_trio_cancelled() -> None:
 @pytest.fixture
 def uvicorn_app() -> Iterator[str]:
     """A Starlette app on uvicorn (127.0.0.1), whose lifespan opens a condukt node; its URL."""
-    import uvicorn  # in the test extra: a missing one is an error, not a skip
     from starlette import applications as starlette_apps
     from starlette.requests import Request
     from starlette.responses import JSONResponse, StreamingResponse
@@ -186,21 +196,8 @@ def uvicorn_app() -> Iterator[str]:
     app = starlette_apps.Starlette(
         routes=[Route("/run", run, methods=["POST"]), Route("/stream", stream)], lifespan=lifespan
     )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with uvicorn_server(app) as url:
+        yield url
 
 
 def test_under_uvicorn_a_session_continues_and_streams(uvicorn_app: str) -> None:
@@ -211,6 +208,67 @@ def test_under_uvicorn_a_session_continues_and_streams(uvicorn_app: str) -> None
         assert second == {"session": first["session"], "text": "turn 2: again"}
         streamed = client.get("/stream").text
     assert "event: TextDelta" in streamed and streamed.rstrip().endswith("event: Done")
+
+
+def test_one_shots_default_to_the_enclosing_node_then_the_loops_default() -> None:
+    def where(seen: list[Any]) -> FunctionModel:
+        def answer(request: Any) -> Any:
+            seen.append(condukt.current_node())
+            return reply("ok")
+
+        return FunctionModel(answer)
+
+    async def main() -> None:
+        assert await ca.current_node() is None
+        async with ca.open_node() as node:
+            seen: list[Any] = []
+            await ca.run("q", model=where(seen))
+            assert seen == [node.inner] and await ca.current_node() is node
+        async with ca.open_node(default=True) as app_node:
+
+            async def elsewhere() -> list[Any]:  # a task that did not enter the block, as a request handler
+                seen: list[Any] = []
+                await ca.run("q", model=where(seen))
+                return seen
+
+            task = asyncio.get_running_loop().create_task(elsewhere(), context=contextvars.Context())
+            assert await task == [app_node.inner]
+        assert await ca.current_node() is None
+
+    asyncio.run(main())
+
+
+def test_a_thread_backed_node_serves_loops_that_come_and_go(tmp_path: Path) -> None:
+    """Where every request runs on a loop of its own (Django's runserver): one node, opened once, used by each."""
+    opened: list[Any] = []
+    close = threading.Event()
+
+    async def hold() -> None:  # the application's lifetime, on a loop of its own
+        async with ca.open_node(thread=True) as node:
+            opened.append(node)
+            await asyncio.get_running_loop().run_in_executor(None, close.wait)
+
+    holder = threading.Thread(target=asyncio.run, args=(hold(),))
+    holder.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not opened:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        node = opened[0]
+
+        async def request(i: int) -> tuple[str, str]:
+            agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply(f"answer {i}")]))
+            try:
+                return await agent.run("go"), await ca.run("once", model=ScriptedModel([reply("shot")]), node=node)
+            finally:
+                await agent.stop()
+
+        assert [asyncio.run(request(i)) for i in range(3)] == [(f"answer {i}", "shot") for i in range(3)]
+    finally:
+        close.set()
+        holder.join(10)
+    assert not holder.is_alive()
 
 
 def test_call_in_trio_runs_trio_code_next_to_the_node() -> None:

@@ -109,7 +109,7 @@ async def test_one_run_emits_the_contract_events_in_order(
     check(
         llm1_stop,
         {**llm_meta, "turn": 1, "stop_reason": "tool_use"},
-        {"duration": 1.5, "input_tokens": 100, "output_tokens": 20},
+        {"duration": 1.5, "input_tokens": 100, "output_tokens": 20, "cache_read_tokens": 0, "cache_write_tokens": 0},
     )
     tool_meta = {**run_meta, "turn": 1, "tool": "sleep", "tool_call_id": "call_1"}
     check(tool, tool_meta, {})
@@ -118,9 +118,9 @@ async def test_one_run_emits_the_contract_events_in_order(
     check(
         llm2_stop,
         {**llm_meta, "turn": 2, "stop_reason": "end_turn"},
-        {"duration": 2.0, "input_tokens": 150, "output_tokens": 30},
+        {"duration": 2.0, "input_tokens": 150, "output_tokens": 30, "cache_read_tokens": 0, "cache_write_tokens": 0},
     )
-    check(run_stop, run_meta, {"duration": 3.75, "input_tokens": 250, "output_tokens": 50, "turns": 2})
+    check(run_stop, run_meta, {"duration": 3.75, "input_tokens": 250, "output_tokens": 50, "cache_read_tokens": 0, "cache_write_tokens": 0, "turns": 2})
     check(agent_stop, {**agent_meta, "reason": "normal"}, {})
     for event in events:
         assert all(type(v) in (int, float) for v in event.measurements.values())
@@ -172,6 +172,8 @@ async def test_a_model_error_is_an_llm_and_a_run_exception(
         "duration": 1.0,
         "input_tokens": 0,
         "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
         "turns": 2,
     }
 
@@ -225,6 +227,8 @@ async def test_an_abort_during_a_tool_call_closes_its_start(
         "duration": 5.0,
         "input_tokens": 0,
         "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
         "turns": 1,
     }
     # Every start is closed by a stop or an exception (the contract), like

@@ -156,6 +156,64 @@ async def test_intensity_exceeded_shuts_the_dynamic_supervisor_down(autojump_clo
         assert node.process_count == 0
 
 
+async def test_per_child_intensity_keeps_the_others_when_many_children_crash(autojump_clock: Any) -> None:
+    log: Log = []
+    async with condukt.open_node() as node:
+        dyn = await node.start_dynamic_supervisor(max_restarts=1, max_seconds=5.0, intensity="per_child")
+        for i in range(100):
+            await dyn.start_child(spec(None, log, tag=i, name=("w", i)))
+        for i in range(10):  # ten children crash once each: ten restarts, one per child
+            old = node.whereis(("w", i))
+            assert old is not None
+            await old.cast(("crash", Boom()))
+            await old.wait()
+        await settle()
+        assert dyn.alive
+        assert dyn.count_children().active == 100
+        # Only the ten crashed (terminate ran with their exception); nobody was shut down.
+        assert sorted(tag for tag, _ in events(log, "terminate")) == list(range(10))
+        restarted = node.whereis(("w", 0))
+        assert restarted is not None and await restarted.call("ping") == ("pong", 0)
+
+
+async def test_per_child_intensity_gives_up_one_crash_looping_child(autojump_clock: Any) -> None:
+    log: Log = []
+    async with condukt.open_node() as node:
+        dyn = await node.start_dynamic_supervisor(max_restarts=2, max_seconds=5.0, intensity="per_child")
+        bystander = await dyn.start_child(spec(None, log, tag="bystander"))
+        await dyn.start_child(spec(None, log, tag="flaky", name="flaky"))
+        for _ in range(3):  # the third crash within 5 s exceeds the child's 2 restarts
+            flaky = node.whereis("flaky")
+            assert flaky is not None
+            await flaky.cast(("crash", Boom()))
+            await flaky.wait()
+            await settle()
+        assert node.whereis("flaky") is None
+        assert dyn.alive and bystander.alive
+        assert dyn.which_children() == [(None, bystander)]
+        assert events(log, "init").count(("flaky",)) == 3
+
+
+async def test_per_child_intensity_window_ages_out(autojump_clock: Any) -> None:
+    async with condukt.open_node() as node:
+        dyn = await node.start_dynamic_supervisor(max_restarts=1, max_seconds=5.0, intensity="per_child")
+        await dyn.start_child(spec(None, [], tag="a", name="a"))
+        for _ in range(3):  # one crash every 6 s: never two within the window
+            a = node.whereis("a")
+            assert a is not None
+            await a.cast(("crash", Boom()))
+            await a.wait()
+            await settle()
+            await trio.sleep(6)
+        assert node.whereis("a") is not None and dyn.alive
+
+
+async def test_bad_intensity_option_is_a_value_error() -> None:
+    async with condukt.open_node() as node:
+        with pytest.raises(ValueError, match="per_child"):
+            await node.start_dynamic_supervisor(intensity="each")  # type: ignore[arg-type]
+
+
 async def test_stop_stops_all_children(autojump_clock: Any) -> None:
     log: Log = []
     async with condukt.open_node() as node:

@@ -17,7 +17,9 @@ from .servers import Boom, settle
 
 
 def test_the_lowlevel_names_are_pinned() -> None:
-    assert sorted(lowlevel.__all__) == ["Process", "Spawnable", "process_of", "send_system", "server_of", "set_handle_reducer"]
+    assert sorted(lowlevel.__all__) == [
+        "Process", "Spawnable", "process_of", "run_default_node", "send_system", "server_of", "set_handle_reducer"
+    ]
     assert "Process" not in condukt.otp.__all__  # extension points stay out of the main API
 
 

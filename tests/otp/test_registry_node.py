@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import condukt
 
@@ -223,3 +225,57 @@ async def test_nodes_are_independent(autojump_clock: Any) -> None:
         b = await two.spawn(Worker, name="svc")
         assert one.whereis("svc") is a and two.whereis("svc") is b
         assert one.process_count == two.process_count == 1
+
+
+async def test_processes_are_on_their_node_whoever_started_them(autojump_clock: Any) -> None:
+    seen: list[Any] = []
+
+    class Where(condukt.Server):
+        async def init(self) -> None:
+            seen.append(condukt.current_node())
+
+        async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+            return condukt.current_node()
+
+    async with condukt.open_node() as node:
+        handles: list[Any] = []
+
+        async def outsider() -> None:  # a task outside the open_node block's context (a server's request task)
+            assert condukt.current_node() is None
+            handles.append(await node.spawn(Where))
+            assert condukt.current_node() is None  # init ran on the node without changing the caller's
+
+        done = trio.Event()
+
+        async def run_outside() -> None:
+            await outsider()
+            done.set()
+
+        trio.lowlevel.spawn_system_task(run_outside, context=contextvars.Context())
+        await done.wait()
+        assert seen == [node]
+        assert await handles[0].call("where") is node
+
+
+async def test_run_default_node_applies_to_every_task_of_the_run(autojump_clock: Any) -> None:
+    from condukt.otp.lowlevel import run_default_node
+
+    seen: list[Any] = []
+
+    async def elsewhere() -> None:  # a task that does not inherit the block's context
+        seen.append(condukt.current_node())
+
+    with pytest.raises(TypeError):
+        run_default_node(object())  # type: ignore[arg-type]
+    async with condukt.open_node() as first, condukt.open_node() as second:
+        with run_default_node(first):
+            trio.lowlevel.spawn_system_task(elsewhere, context=contextvars.Context())
+            await trio.testing.wait_all_tasks_blocked()
+            with run_default_node(second):
+                trio.lowlevel.spawn_system_task(elsewhere, context=contextvars.Context())
+                await trio.testing.wait_all_tasks_blocked()
+            trio.lowlevel.spawn_system_task(elsewhere, context=contextvars.Context())
+            await trio.testing.wait_all_tasks_blocked()
+        trio.lowlevel.spawn_system_task(elsewhere, context=contextvars.Context())
+        await trio.testing.wait_all_tasks_blocked()
+    assert seen == [first, second, first, None]

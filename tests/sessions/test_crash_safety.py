@@ -26,28 +26,30 @@ ROUNDS = 6
 KEY = "session"  # as in saver.py
 
 
-def start_saver(kind: str, location: Path, *options: str) -> tuple[subprocess.Popen[str], int]:
+def start_saver(kind: str, location: Path, *options: str) -> tuple[subprocess.Popen[bytes], int]:
     """Start a saver; return it once it has saved once, with the number it saved."""
+    # Unbuffered: a buffered readline could take the next lines too, and communicate()
+    # (which reads the pipe itself) would then miss them.
     child = subprocess.Popen(
         [sys.executable, str(SAVER), kind, str(location), *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        bufsize=0,
     )
     assert child.stdout is not None
-    first = child.stdout.readline()
+    first = child.stdout.readline().decode()
     if not first.strip().isdigit():
         child.kill()
         _, errors = child.communicate(timeout=10)
-        raise AssertionError(f"saver failed: {first!r}\n{errors}")
+        raise AssertionError(f"saver failed: {first!r}\n{errors.decode()}")
     return child, int(first)
 
 
-def kill(child: subprocess.Popen[str]) -> list[str]:
+def kill(child: subprocess.Popen[bytes]) -> list[str]:
     """SIGKILL ``child``; return the lines it printed since its first."""
     child.kill()
     out, _ = child.communicate(timeout=10)
-    return out.split()
+    return out.decode().split()
 
 
 def stored_number(store: SessionStore) -> int:
@@ -82,7 +84,7 @@ def test_disk_store_survives_sigkill_mid_save(tmp_path: Path) -> None:
 def test_disk_store_survives_sigkill_between_write_and_rename(tmp_path: Path) -> None:
     child, first = start_saver("disk", tmp_path, "pause-before-rename")
     assert child.stdout is not None
-    assert child.stdout.readline() == "renaming\n"
+    assert child.stdout.readline() == b"renaming\n"
     assert kill(child) == []
     # The new snapshot was written in full, but only to a temporary file.
     [temporary] = tmp_path.glob(".session.json.*.tmp")

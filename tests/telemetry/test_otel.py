@@ -70,13 +70,13 @@ def a_run_with_two_turns_and_two_concurrent_tools() -> None:
     emit("agent", "start", AGENT)
     emit("run", "start", RUN)
     emit("llm", "start", llm(1))
-    emit("llm", "stop", llm(1, stop_reason="tool_use"), duration=1.5, input_tokens=100, output_tokens=20)
+    emit("llm", "stop", llm(1, stop_reason="tool_use"), duration=1.5, input_tokens=100, output_tokens=20, cache_write_tokens=900)
     emit("tool", "start", tool(1, "read", "call_a"))
     emit("tool", "start", tool(1, "grep", "call_b"))
     emit("tool", "stop", tool(1, "grep", "call_b", is_error=False), duration=0.25)
     emit("tool", "stop", tool(1, "read", "call_a", is_error=False), duration=0.5)
     emit("llm", "start", llm(2))
-    emit("llm", "stop", llm(2, stop_reason="end_turn"), duration=2.0, input_tokens=150, output_tokens=30)
+    emit("llm", "stop", llm(2, stop_reason="end_turn"), duration=2.0, input_tokens=150, output_tokens=30, cache_read_tokens=900)
 
 
 def test_a_run_becomes_nested_spans_with_usage(
@@ -100,6 +100,9 @@ def test_a_run_becomes_nested_spans_with_usage(
         "gen_ai.request.model": "claude-sonnet-4-5",
         "gen_ai.usage.input_tokens": 250,
         "gen_ai.usage.output_tokens": 50,
+        # The run's stop event gave no cache counts: the sum of its turns'.
+        "gen_ai.usage.cache_read.input_tokens": 900,
+        "gen_ai.usage.cache_creation.input_tokens": 900,
         "condukt.run.id": "run-1",
         "condukt.run.turns": 2,
     }
@@ -107,7 +110,8 @@ def test_a_run_becomes_nested_spans_with_usage(
 
     chats = [span for span in spans if span.name == "chat claude-sonnet-4-5"]
     assert [span.attributes["condukt.turn"] for span in chats] == [1, 2]  # type: ignore[index]
-    for chat, (tokens_in, tokens_out, reason) in zip(chats, [(100, 20, "tool_use"), (150, 30, "end_turn")], strict=True):
+    turns = [(100, 20, "tool_use", {"gen_ai.usage.cache_creation.input_tokens": 900}), (150, 30, "end_turn", {"gen_ai.usage.cache_read.input_tokens": 900})]
+    for chat, (tokens_in, tokens_out, reason, cache) in zip(chats, turns, strict=True):
         assert parent_id(chat) == span_id(run)
         assert chat.context is not None and run.context is not None
         assert chat.context.trace_id == run.context.trace_id
@@ -119,6 +123,7 @@ def test_a_run_becomes_nested_spans_with_usage(
             "gen_ai.conversation.id": "sess-1",
             "gen_ai.usage.input_tokens": tokens_in,
             "gen_ai.usage.output_tokens": tokens_out,
+            **cache,
             "gen_ai.response.finish_reasons": (reason,),
             "condukt.turn": chat.attributes["condukt.turn"],  # type: ignore[index]
         }

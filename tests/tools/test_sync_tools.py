@@ -7,6 +7,7 @@ suite never waits for the full sleep.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -148,23 +149,25 @@ async def test_a_process_tool_past_its_timeout_is_killed_before_its_side_effect(
 
     from ._process_tools import write_later
 
-    # A worker's first start (0.3-0.7 s, more on a loaded machine) counts against the
-    # tool's timeout; start one first, as a service's earlier calls would have.
-    await trio_parallel.run_sync(int)
+    # A worker's first start and its import of the tool's module (0.3-0.7 s, seconds on a
+    # loaded machine) count against the tool's timeout; do both first, as a service's
+    # earlier calls would have.
+    await trio_parallel.run_sync(exec, f"import {write_later.fn.__module__}")
     target = tmp_path / "side-effect.txt"
-    model = ScriptedModel([call("write_later", {"path": str(target), "seconds": 1.5}), reply("done")])
+    # 2 s of timeout: room for the worker to start the function even on a loaded machine.
+    model = ScriptedModel([call("write_later", {"path": str(target), "seconds": 3}), reply("done")])
     async with condukt.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=model, tools=[write_later], tool_timeout=1)
+        agent = await node.spawn(condukt.Agent, model=model, tools=[write_later], tool_timeout=2)
         start = time.monotonic()
         assert await agent.run("go") == "done"
         elapsed = time.monotonic() - start
-    assert elapsed < 1.45, f"the run took {elapsed:.2f} s"  # before the tool would have written (1.5 s)
+    assert elapsed < 2.9, f"the run took {elapsed:.2f} s"  # before the tool would have written (3 s)
     [result] = _results(model)
-    assert result.text == "Error: tool 'write_later' timed out after 1 seconds"
+    assert result.text == "Error: tool 'write_later' timed out after 2 seconds"
     # The worker had started (it wrote its pid) and was killed.
     pid = int((tmp_path / "side-effect.txt.pid").read_text())
     assert process_gone(pid)
-    await trio.sleep(max(0.0, 2.0 - (time.monotonic() - start)))  # past the moment it would have written
+    await trio.sleep(max(0.0, 3.5 - (time.monotonic() - start)))  # past the moment it would have written
     assert not target.exists()
 
 

@@ -23,6 +23,7 @@ from ._errors import (
 )
 from ._guardrails import GuardrailTripped, InputGuardrail, OutputGuardrail
 from ._handle import STREAM_BUFFER, AgentHandle, EventStream
+from ._info import AgentInfo, RunInfo, ToolCallInfo
 from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
 from ._run import Run, RunResult
@@ -38,6 +39,7 @@ __all__ = [
     "AgentConfig",
     "AgentError",
     "AgentHandle",
+    "AgentInfo",
     "BoundOperation",
     "Busy",
     "Capability",
@@ -51,11 +53,13 @@ __all__ = [
     "Operation",
     "OutputGuardrail",
     "Run",
+    "RunInfo",
     "RunResult",
     "RunTimeout",
     "Session",
     "Subagent",
     "SubagentSupervisor",
+    "ToolCallInfo",
     "UnknownApproval",
     "UnknownOperation",
     "UsageLimitExceeded",

@@ -15,6 +15,7 @@ from ..messages import ImageBlock, Message
 from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
 from ..otp.lowlevel import send_system, server_of
 from ..tools.read import IMAGE_TYPES
+from ._info import AgentInfo, info_of
 from ._requests import (
     AbortRun,
     CancelRun,
@@ -137,6 +138,14 @@ class AgentHandle(Handle):
     def state(self) -> str:
         """The lifecycle state: ``"idle"``, ``"running"``, ``"finishing"`` or ``"maintaining"``."""
         return self._session()._lifecycle.state.value
+
+    def info(self) -> AgentInfo:
+        """What the agent is doing now: state, queue, and the run in progress (turn, tokens, tool calls in flight).
+
+        A snapshot for dashboards (the observer, ``docs/observer.md``).
+        Synchronous; raises :class:`NoProc` once the agent exited.
+        """
+        return info_of(self._session())
 
     @property
     def queued(self) -> int:

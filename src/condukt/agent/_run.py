@@ -71,6 +71,7 @@ class Run:
         "taken",
         "text",
         "timeout",
+        "tool_calls",
         "turn",
         "usage",
     )
@@ -107,6 +108,8 @@ class Run:
         self.abort_waiters: Sequence[Caller] = ()
         self._state: dict[str, Any] | None = None
         self.turn = 0
+        #: The current turn's tool calls while they run (for ``AgentHandle.info``), else None.
+        self.tool_calls: Any = None
         self.usage = Usage()
         self.text = ""
         #: Index of the run's prompt in the history (set when it starts).

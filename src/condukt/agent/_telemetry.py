@@ -64,6 +64,8 @@ class Telemetry(Capability):
             "duration": trio.current_time() - run.started_at,
             "input_tokens": run.usage.input_tokens,
             "output_tokens": run.usage.output_tokens,
+            "cache_read_tokens": run.usage.cache_read_tokens,
+            "cache_write_tokens": run.usage.cache_write_tokens,
             "turns": run.turn,
         }
         meta = self._run_meta(run)
@@ -98,6 +100,8 @@ class Telemetry(Capability):
                 "duration": duration,
                 "input_tokens": message.usage.input_tokens,
                 "output_tokens": message.usage.output_tokens,
+                "cache_read_tokens": message.usage.cache_read_tokens,
+                "cache_write_tokens": message.usage.cache_write_tokens,
             },
             {**meta, "stop_reason": message.stop_reason},
         )

@@ -80,8 +80,11 @@ async def run_tool_calls(session: Session, run: Run, calls: Sequence[ToolCall]) 
     scope) instead of a cancel scope each: the deadlines are identical, and
     a scope per call is the dominant cost of a wide fan-out.
     """
-    runner = _Calls(session, run, calls)
-    return await runner.all()
+    runner = run.tool_calls = _Calls(session, run, calls)
+    try:
+        return await runner.all()
+    finally:
+        run.tool_calls = None
 
 
 class _Calls:

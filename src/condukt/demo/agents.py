@@ -14,6 +14,7 @@ environment alone never switches it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shlex
@@ -120,8 +121,9 @@ def lookup(node: condukt.Node, name: str) -> Any:
     return handle
 
 
-def live_model() -> str | None:
-    if "--live" not in sys.argv[1:]:
+def live_model(live: bool | None = None) -> str | None:
+    """The provider model ``--live`` asks for (``None``: offline); ``live`` overrides the command line."""
+    if not (("--live" in sys.argv[1:]) if live is None else live):
         return None
     if os.environ.get("ANTHROPIC_API_KEY"):
         return "anthropic:claude-sonnet-4-5"
@@ -195,9 +197,9 @@ class Lead(condukt.Agent):
         }
 
 
-async def main() -> None:
+async def main(live_flag: bool | None = None) -> None:
     logging.getLogger("condukt").setLevel(logging.CRITICAL)
-    live = live_model()
+    live = live_model(live_flag)
     print("condukt demo: supervised agents with real tools on a temporary project")
     offline = "scripted (offline; --live with ANTHROPIC_API_KEY or OPENAI_API_KEY set uses a real one)"
     print(f"model: {live or offline}\n")
@@ -280,9 +282,9 @@ async def main() -> None:
     print("\ndone.")
 
 
-def run() -> None:
-    """Entry point of ``python -m condukt.demo``."""
-    run_demo(main)
+def run(live: bool | None = None) -> None:
+    """Entry point of ``python -m condukt.demo`` (and ``condukt demo``); ``live`` overrides ``--live``."""
+    run_demo(functools.partial(main, live))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ This layer knows nothing of LLMs and can be used on its own::
 See ``docs/runtime.md`` for the full guide and how it maps onto OTP.
 """
 
-from ._child_spec import DEFAULT_SHUTDOWN, ChildCounts, ChildSpec, RestartType
+from ._child_spec import DEFAULT_SHUTDOWN, ChildCounts, ChildInfo, ChildSpec, RestartType
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
 from ._errors import (
     CallError,
@@ -51,6 +51,7 @@ __all__ = [
     "Caller",
     "CallingSelf",
     "ChildCounts",
+    "ChildInfo",
     "ChildNotFound",
     "ChildRestarting",
     "ChildRunning",

@@ -10,6 +10,7 @@ import attrs
 import trio
 from trio.lowlevel import current_task, wait_task_rescheduled
 
+from ._current import current_node_var
 from ._errors import NoProc
 from ._process import _BOOTING, _RUNNING, DEFAULT_MAILBOX_SIZE, Handle, Process, Server
 from ._signals import IGNORE
@@ -18,7 +19,7 @@ from ._spawnable import H, H_co, Spawnable
 if TYPE_CHECKING:
     from ._node import Node
 
-__all__ = ["ChildCounts", "ChildSpec", "RestartType", "start_detached", "start_process"]
+__all__ = ["ChildCounts", "ChildInfo", "ChildSpec", "child_info", "RestartType", "start_detached", "start_process"]
 
 RestartType = Literal["permanent", "transient", "temporary"]
 _RESTART_TYPES = ("permanent", "transient", "temporary")
@@ -123,6 +124,34 @@ class ChildCounts:
     workers: int
 
 
+@attrs.frozen
+class ChildInfo:
+    """One child of a supervisor, as ``child_info()`` reports it (for dashboards and debugging).
+
+    ``id``: the spec's id (``None`` under a dynamic supervisor); ``handle``:
+    the running incarnation, or ``None`` (not running: terminated, ignored,
+    or being restarted); ``server_class``: what the spec starts; ``restart``:
+    the spec's restart type; ``restarts``: how many times the supervisor
+    restarted this child after an exit (restarts that started; a manual
+    ``restart_child`` is not counted); ``restarting``: a restart is due or
+    under way; ``supervisor``: the child is itself a supervisor.
+    """
+
+    id: Hashable | None
+    handle: Handle | None
+    server_class: type[Server]
+    restart: RestartType
+    restarts: int
+    restarting: bool
+    supervisor: bool
+
+
+def child_info(spec: ChildSpec, handle: Handle | None, restarts: int, restarting: bool) -> ChildInfo:
+    """The :class:`ChildInfo` of a child started from ``spec``."""
+    start: Any = spec.start  # a Server subclass (validated); typed as Spawnable for inference
+    return ChildInfo(spec.id, handle, start, spec.restart, restarts, restarting, spec.is_supervisor)
+
+
 def validate_intensity(max_restarts: Any, max_seconds: Any) -> None:
     """Raise ``TypeError``/``ValueError`` for a bad restart intensity."""
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int):
@@ -206,12 +235,16 @@ async def start_process(
             with trio.CancelScope(shield=True):
                 await handle.wait()  # it exits "normal" at once, nothing started
         return handle
+    # ``init`` runs in the starting task, but on the process's node (``current_node()``).
+    token = current_node_var.set(node)
     try:
         result = await server.boot(*spec.args, **spec.kwargs)
     except BaseException as exc:
         proc._init_task = None
         proc._exit(exc if isinstance(exc, Exception) else "killed", notify=False)
         raise
+    finally:
+        current_node_var.reset(token)
     proc._init_task = None
     if result is IGNORE:
         proc._exit("normal", notify=False)

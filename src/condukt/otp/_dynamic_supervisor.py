@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Literal
 
-from ._child_spec import ChildCounts, ChildSpec, start_process, validate_intensity
+from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, start_process, validate_intensity
 from ._errors import ChildNotFound, NoProc, TooManyChildren
 from ._process import Handle
 from ._signals import IGNORE, ExitReason
@@ -20,15 +21,24 @@ from ._supervisor_base import (
 
 __all__ = ["DynamicSupervisor", "DynamicSupervisorHandle"]
 
+logger = logging.getLogger("condukt.otp")
+
+#: Whom the restart intensity limits: the supervisor as a whole (OTP), or each child on its own.
+Intensity = Literal["supervisor", "per_child"]
+
 
 class _Restarting:
     """A child being restarted, filed under the handle of the incarnation that exited."""
 
-    __slots__ = ("old", "spec", "stamp", "starting")
+    __slots__ = ("intensity", "old", "restarts", "spec", "stamp", "starting")
 
-    def __init__(self, spec: ChildSpec, old: Handle) -> None:
+    def __init__(self, spec: ChildSpec, old: Handle, intensity: RestartIntensity, restarts: int) -> None:
         self.spec = spec
         self.old = old
+        #: How many restarts of this child will have started once this one does.
+        self.restarts = restarts
+        #: The intensity this child's restarts count against (the supervisor's, or its own).
+        self.intensity = intensity
         #: The incarnation whose ``init`` runs in the background, if any.
         self.starting: Handle | None = None
         self.stamp = 0.0
@@ -81,12 +91,14 @@ class DynamicSupervisorHandle(Handle):
         sup = self._sup()
         spec = sup._children.pop(child, None)
         if spec is not None:
+            if sup._restarts:
+                sup._restarts.pop(child, None)
             await stop_child(child, spec)
             return
         restarting = sup._restarting.pop(child, None)
         if restarting is None:
             raise ChildNotFound(f"{child!r} is not a child of {self!r}")
-        sup._intensity.release(restarting)
+        restarting.intensity.release(restarting)
         starting, restarting.starting = restarting.starting, None
         if starting is not None:
             await stop_child(starting, restarting.spec)
@@ -102,6 +114,21 @@ class DynamicSupervisorHandle(Handle):
         return ChildCounts(
             specs=len(specs), active=len(sup._children), supervisors=sups, workers=len(specs) - sups
         )
+
+    def child_info(self) -> list[ChildInfo]:
+        """A :class:`ChildInfo` for every child: the running ones in start order, then those being restarted.
+
+        A child being restarted has ``handle`` ``None`` and ``restarting``
+        true. Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        """
+        sup = self._sup()
+        counts = sup._restarts
+        infos = [
+            child_info(spec, handle, counts.get(handle, 0) if counts else 0, False)
+            for handle, spec in sup._children.items()
+        ]
+        infos.extend(child_info(r.spec, None, r.restarts - 1, True) for r in sup._restarting.values())
+        return infos
 
     def which_children(self) -> list[tuple[None, Handle]]:
         """``(None, handle)`` for every running child, in start order.
@@ -123,6 +150,14 @@ class DynamicSupervisor(SupervisorBase):
     supervisor waits for all of them (as Elixir's ``DynamicSupervisor``
     does); the node's root supervisor instead stops them one by one in
     reverse start order.
+
+    ``intensity="per_child"`` (not in OTP) applies ``max_restarts`` within
+    ``max_seconds`` to each child on its own, for supervisors of many
+    independent children (one agent per conversation): a child that
+    exceeds it is given up (logged, no longer restarted, as if it were
+    temporary) and the supervisor and its other children carry on. With
+    the default ``"supervisor"``, restarts of all children count together
+    and exceeding the limit stops the supervisor (OTP's escalation).
     """
 
     handle_class = DynamicSupervisorHandle
@@ -134,8 +169,16 @@ class DynamicSupervisor(SupervisorBase):
         max_seconds: float = 5.0,
         *,
         ordered_shutdown: bool = False,
+        intensity: Intensity = "supervisor",
     ) -> None:
         validate_intensity(max_restarts, max_seconds)
+        if intensity not in ("supervisor", "per_child"):
+            raise ValueError(f"intensity must be 'supervisor' or 'per_child', got {intensity!r}")
+        self._per_child = intensity == "per_child"
+        self._max_restarts = max_restarts
+        self._max_seconds = max_seconds
+        #: Per-child mode: the restart history of each running child that has been restarted.
+        self._lineage: dict[Handle, RestartIntensity] = {}
         if max_children is not None and (
             isinstance(max_children, bool) or not isinstance(max_children, int) or max_children < 0
         ):
@@ -144,6 +187,8 @@ class DynamicSupervisor(SupervisorBase):
         self._intensity = RestartIntensity(max_restarts, max_seconds)
         self._ordered_shutdown = ordered_shutdown
         self._children: dict[Handle, ChildSpec] = {}
+        #: Restarts that started, per running child that has been restarted (``child_info``).
+        self._restarts: dict[Handle, int] = {}
         self._restarting: dict[Handle, _Restarting] = {}
         self._starting = 0
 
@@ -176,8 +221,14 @@ class DynamicSupervisor(SupervisorBase):
 
     def _child_exit_now(self, handle: Handle, reason: ExitReason, key: Any) -> bool:
         spec = self._children.pop(handle, None)
+        lineage = self._lineage.pop(handle, None) if self._per_child else None
+        restarts = self._restarts.pop(handle, 0) if self._restarts else 0
         if spec is not None and needs_restart(spec.restart, reason):
-            restarting = self._restarting[handle] = _Restarting(spec, handle)
+            if self._per_child:
+                intensity = lineage or RestartIntensity(self._max_restarts, self._max_seconds)
+            else:
+                intensity = self._intensity
+            restarting = self._restarting[handle] = _Restarting(spec, handle, intensity, restarts + 1)
             self._attempt(restarting)
         return True
 
@@ -186,9 +237,16 @@ class DynamicSupervisor(SupervisorBase):
 
     def _attempt(self, restarting: _Restarting) -> None:
         """One restart attempt, counted; its ``init`` runs in the background."""
-        stamp = self._allow_restart()
-        if stamp is None:
-            return
+        if self._per_child:
+            stamp = restarting.intensity.allow()
+            if stamp is None:
+                logger.error("%r: restart intensity of child %r exceeded; not restarted", self.handle, restarting.old)
+                del self._restarting[restarting.old]
+                return
+        else:
+            stamp = self._allow_restart()
+            if stamp is None:
+                return
         restarting.stamp = stamp
         restarting.starting = self._spawn(restarting.spec, restarting)
 
@@ -198,8 +256,11 @@ class DynamicSupervisor(SupervisorBase):
             return  # terminated during its init: it is being stopped
         restarting.starting = None
         del self._restarting[restarting.old]
-        self._intensity.release(restarting)
+        restarting.intensity.release(restarting)
         self._children[handle] = restarting.spec
+        self._restarts[handle] = restarting.restarts
+        if self._per_child:
+            self._lineage[handle] = restarting.intensity
 
     async def _child_started(self, handle: Handle, failure: ExitReason, key: Any) -> None:
         restarting = key
@@ -208,15 +269,16 @@ class DynamicSupervisor(SupervisorBase):
         restarting.starting = None
         if failure is IGNORE:
             del self._restarting[restarting.old]
-            self._intensity.release(restarting)
+            restarting.intensity.release(restarting)
             return
         self._start_failed(failure)
-        self._intensity.hold(restarting, restarting.stamp)
+        restarting.intensity.hold(restarting, restarting.stamp)
         self._attempt(restarting)  # tried again; OTP retries through a message to itself
 
     async def terminate(self, reason: ExitReason) -> None:
         children = list(self._children.items())
         self._children.clear()
+        self._restarts.clear()
         for restarting in self._restarting.values():
             if restarting.starting is not None:
                 children.append((restarting.starting, restarting.spec))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
-from contextvars import ContextVar, Token
+from contextvars import Token
 from types import TracebackType
 from typing import Any, overload
 
@@ -12,7 +12,8 @@ import attrs
 import trio
 
 from ._child_spec import ChildSpec, start_process, validate_intensity, validate_supervisor
-from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
+from ._current import current_node_var
+from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle, Intensity
 from ._errors import ConduktError, NameTaken
 from ._process import Handle, MonitorRef, _add_monitor, _remove_monitor
 from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
@@ -28,12 +29,61 @@ logger = logging.getLogger("condukt.otp")
 #: Seconds each :meth:`Node.on_close` callback may take.
 CLOSE_CALLBACK_TIMEOUT = 5.0
 
-_current_node: ContextVar[Node | None] = ContextVar("condukt_node", default=None)
+_current_node = current_node_var
+#: Nodes made the default of their trio run (``lowlevel.run_default_node``), innermost last.
+_run_default_nodes: trio.lowlevel.RunVar[list[Node]] = trio.lowlevel.RunVar("condukt_run_default_nodes")
 
 
 def current_node() -> Node | None:
-    """The node of the innermost enclosing ``open_node`` block (or process), if any."""
-    return _current_node.get()
+    """The node of the innermost enclosing ``open_node`` block (or process), if any.
+
+    Outside any such block, inside a trio run: the node made the default of
+    that run (what an app's lifespan opened, see ``condukt.lifespan``), if
+    any. Never raises, also outside trio.
+    """
+    node = _current_node.get()
+    if node is not None:
+        return node
+    try:
+        defaults = _run_default_nodes.get()
+    except (LookupError, RuntimeError):  # none set, or not inside a trio run
+        return None
+    return defaults[-1] if defaults else None
+
+
+class run_default_node:  # noqa: N801 - a context manager named for what it does
+    """``with run_default_node(node):`` makes ``node`` the default of the current trio run for the block.
+
+    Meanwhile :func:`current_node` in *any* task of this run that is not
+    inside an ``open_node`` block (or a process) returns ``node``: request
+    handlers of a server whose lifespan opened the node run in tasks that
+    do not inherit the lifespan's context. Blocks nest (the innermost
+    wins; leaving one restores the previous default). Must be used inside
+    a trio run (``RuntimeError`` otherwise).
+    """
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node: Node) -> None:
+        if not isinstance(node, Node):
+            raise TypeError(f"expected a condukt Node, got {node!r}")
+        self._node = node
+
+    def __enter__(self) -> Node:
+        try:
+            defaults = _run_default_nodes.get()
+        except LookupError:
+            defaults = []
+            _run_default_nodes.set(defaults)
+        defaults.append(self._node)
+        return self._node
+
+    def __exit__(self, *exc: object) -> None:
+        defaults = _run_default_nodes.get()
+        for i in range(len(defaults) - 1, -1, -1):
+            if defaults[i] is self._node:
+                del defaults[i]
+                break
 
 
 class Monitor:
@@ -253,8 +303,14 @@ class Node:
         max_restarts: int = 3,
         max_seconds: float = 5.0,
         name: Hashable | None = None,
+        intensity: Intensity = "supervisor",
     ) -> DynamicSupervisorHandle:
         """Start a :class:`DynamicSupervisor` under the root.
+
+        ``intensity="per_child"`` limits restarts per child instead of per
+        supervisor (see :class:`DynamicSupervisor`): for many independent
+        children, such as one agent per conversation, where some crashing
+        must not stop the others.
 
         Cancellation as for :meth:`start_supervisor`. Raises ``TypeError`` or
         ``ValueError`` for a bad ``max_children`` or intensity,
@@ -262,6 +318,8 @@ class Node:
         the node is not running.
         """
         validate_intensity(max_restarts, max_seconds)
+        if intensity not in ("supervisor", "per_child"):
+            raise ValueError(f"intensity must be 'supervisor' or 'per_child', got {intensity!r}")
         spec = ChildSpec(
             None,
             DynamicSupervisor,
@@ -269,6 +327,7 @@ class Node:
                 "max_children": max_children,
                 "max_restarts": max_restarts,
                 "max_seconds": max_seconds,
+                "intensity": intensity,
             },
             restart="temporary",
             name=name,

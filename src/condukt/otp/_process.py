@@ -37,6 +37,7 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
+from ._current import current_node_var
 from ._errors import CallError, CallingSelf, CallTimeout, ConduktError, MailboxFull, NameTaken, NoProc
 from ._signals import IGNORE, NO_REPLY, ChildExited, ChildStarted, Down, Exit, ExitReason, is_normal_exit
 from ._timers import Timed
@@ -588,6 +589,24 @@ class Process:
         mailbox = self._mailbox
         return 0 if mailbox is None else len(mailbox)
 
+    @property
+    def status(self) -> str:
+        """Where the process stands, as Erlang's ``process_info(Pid, status)`` says it.
+
+        ``"starting"`` (its ``init`` runs), ``"waiting"`` (idle, parked on an
+        empty mailbox; work it started as tasks may still run), ``"running"``
+        (handling a message, or runnable), ``"stopping"`` (it must exit:
+        ``terminate`` runs or is due) or ``"exited"``. Synchronous; never raises.
+        """
+        state = self._state
+        if state == _DEAD:
+            return "exited"
+        if self._stop is not None:
+            return "stopping"
+        if state == _STARTING or state == _BOOTING:
+            return "starting"
+        return "waiting" if self._parked else "running"
+
     def __repr__(self) -> str:
         return f"<Process of {self._handle!r}>"
 
@@ -715,6 +734,8 @@ class Process:
     async def _main(self) -> None:
         """The process task body. Never raises except for an outer cancellation."""
         self._task = current_task()
+        # Whoever started it, a process and the tasks it starts are on its node.
+        current_node_var.set(self._handle._node)
         reason: ExitReason = "killed"
         notify = True
         try:

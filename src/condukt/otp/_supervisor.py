@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from ._child_spec import ChildCounts, ChildSpec, start_process, validate_supervisor
+from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, start_process, validate_supervisor
 from ._errors import ChildNotFound, ChildRestarting, ChildRunning, NoProc
 from ._process import Caller, Handle
 from ._signals import IGNORE, ExitReason, _Sentinel
@@ -19,7 +19,7 @@ __all__ = ["Supervisor", "SupervisorHandle"]
 
 
 class _Child:
-    __slots__ = ("handle", "restarting", "spec", "starting")
+    __slots__ = ("handle", "restarting", "restarts", "spec", "starting")
 
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
@@ -29,6 +29,8 @@ class _Child:
         self.starting: Handle | None = None
         #: A restart of this child is due or under way (OTP's ``restarting``).
         self.restarting = False
+        #: Restarts that started (``child_info``).
+        self.restarts = 0
 
 
 #: The message a supervisor sends itself to go on with its restarts.
@@ -69,6 +71,13 @@ class SupervisorHandle(Handle):
         :class:`NoProc` once the supervisor has exited.
         """
         return [(c.spec.id, c.handle) for c in self._sup()._children]
+
+    def child_info(self) -> list[ChildInfo]:
+        """A :class:`ChildInfo` for every child spec, in start order (``which_children`` with restart counts).
+
+        Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        """
+        return [child_info(c.spec, c.handle, c.restarts, c.restarting) for c in self._sup()._children]
 
     def count_children(self) -> ChildCounts:
         """How many specs, running children, supervisors and workers.
@@ -313,6 +322,7 @@ class Supervisor(SupervisorBase):
             return  # we stopped it during its init: it is being stopped
         child.starting = None
         child.handle = handle
+        child.restarts += 1
         self._not_restarting(child)
         attempt = self._attempt
         assert attempt is not None and attempt.group[attempt.index] is child

@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._node import Node
+from ._node import Node, run_default_node
 from ._process import Handle, Process, Server
 from ._spawnable import Spawnable
 
-__all__ = ["Process", "Spawnable", "process_of", "send_system", "server_of", "set_handle_reducer"]
+__all__ = ["Process", "Spawnable", "process_of", "run_default_node", "send_system", "server_of", "set_handle_reducer"]
 
 
 def process_of(handle: Handle) -> Process | None:

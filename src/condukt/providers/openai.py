@@ -231,15 +231,23 @@ class OpenAIModel(HttpModel):
     """A model behind an OpenAI-compatible Chat Completions endpoint.
 
     ``preset`` is an :class:`OpenAIPreset` (``PRESETS["openai"]`` by
-    default); other options: see :class:`~condukt.providers.HttpModel`.
+    default); ``prompt_cache_key`` (OpenAI) groups requests that share a
+    long prefix so they hit the same prompt cache; other options: see
+    :class:`~condukt.providers.HttpModel`.
     """
 
     path = "/chat/completions"
 
-    def __init__(self, model: str, *, preset: OpenAIPreset | None = None, **options: Any) -> None:
+    def __init__(
+        self, model: str, *, preset: OpenAIPreset | None = None, prompt_cache_key: str | None = None, **options: Any
+    ) -> None:
         self.preset = preset or PRESETS["openai"]
         options.setdefault("provider", self.preset.prefix)
         super().__init__(model, **options)
+        if prompt_cache_key is not None and (not isinstance(prompt_cache_key, str) or not prompt_cache_key):
+            raise TypeError(f"prompt_cache_key must be a non-empty str, got {prompt_cache_key!r}")
+        #: Sent as ``prompt_cache_key``: requests sharing it are routed to share OpenAI's prompt cache.
+        self.prompt_cache_key = prompt_cache_key
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
@@ -271,6 +279,8 @@ class OpenAIModel(HttpModel):
                 head["reasoning"] = {"effort": effort}
             else:
                 head["reasoning_effort"] = effort
+        if self.prompt_cache_key is not None:
+            head["prompt_cache_key"] = self.prompt_cache_key
         head.update(self.extra_body)
         prefix = dumps(head)[:-1] + b',"messages":['
         if request.system_prompt:

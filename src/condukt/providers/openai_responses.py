@@ -210,9 +210,13 @@ class OpenAIResponsesModel(HttpModel):
 
     path = "/responses"
 
-    def __init__(self, model: str, **options: Any) -> None:
+    def __init__(self, model: str, *, prompt_cache_key: str | None = None, **options: Any) -> None:
         options.setdefault("provider", PROVIDER)
         super().__init__(model, **options)
+        if prompt_cache_key is not None and (not isinstance(prompt_cache_key, str) or not prompt_cache_key):
+            raise TypeError(f"prompt_cache_key must be a non-empty str, got {prompt_cache_key!r}")
+        #: Sent as ``prompt_cache_key``: requests sharing it are routed to share OpenAI's prompt cache.
+        self.prompt_cache_key = prompt_cache_key
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
@@ -244,6 +248,8 @@ class OpenAIResponsesModel(HttpModel):
         if effort is not None:
             head["reasoning"] = {"effort": effort, "summary": "auto"}
             head["include"] = ["reasoning.encrypted_content"]
+        if self.prompt_cache_key is not None:
+            head["prompt_cache_key"] = self.prompt_cache_key
         head.update(self.extra_body)
         return dumps(head)[:-1] + b',"input":['
 

@@ -27,13 +27,16 @@ name                                      measurements                          
                                                                                            ``reason``
 ``("condukt", "run", "start")``           (none)                                           ``agent_id``, ``run_id``, ``model``
 ``("condukt", "run", "stop")``            ``duration``, ``input_tokens``,                  ``agent_id``, ``run_id``, ``model``
-                                          ``output_tokens``, ``turns``
+                                          ``output_tokens``, ``cache_read_tokens``,
+                                          ``cache_write_tokens``, ``turns``
 ``("condukt", "run", "exception")``       ``duration``, ``input_tokens``,                  ``agent_id``, ``run_id``, ``model``,
-                                          ``output_tokens``, ``turns``                     ``error_type``, ``error``
+                                          ``output_tokens``, ``cache_read_tokens``,        ``error_type``, ``error``
+                                          ``cache_write_tokens``, ``turns``
 ``("condukt", "llm", "start")``           (none)                                           ``agent_id``, ``run_id``, ``turn``,
                                                                                            ``model``, ``provider``
 ``("condukt", "llm", "stop")``            ``duration``, ``input_tokens``,                  as start, plus ``stop_reason``
-                                          ``output_tokens``
+                                          ``output_tokens``, ``cache_read_tokens``,
+                                          ``cache_write_tokens``
 ``("condukt", "llm", "exception")``       ``duration``                                     as start, plus ``error_type``,
                                                                                            ``error``
 ``("condukt", "tool", "start")``          (none)                                           ``agent_id``, ``run_id``, ``turn``,
@@ -43,6 +46,9 @@ name                                      measurements                          
                                                                                            ``error``
 ========================================  ===============================================  =====================================
 
+- ``input_tokens`` excludes the prompt tokens read from the provider's cache
+  (``cache_read_tokens``, billed at the cache-read rate) and written to it
+  (``cache_write_tokens``), as :class:`condukt.messages.Usage` counts them.
 - ``agent_id`` is the agent's session id; ``agent`` its class name; ``model``
   the ``"provider:model"`` name; ``provider`` the provider prefix; ``run_id`` a
   string unique per run; ``turn`` an int counted from 1 within the run.

@@ -58,6 +58,8 @@ CONVERSATION_ID = "gen_ai.conversation.id"
 REQUEST_MODEL = "gen_ai.request.model"
 USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+USAGE_CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+USAGE_CACHE_WRITE_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
 RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
@@ -102,6 +104,8 @@ class _Run:
     agent_id: str | None
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     children: dict[tuple[str, Any], _Open] = attrs.Factory(dict)
 
 
@@ -218,11 +222,15 @@ class OpenTelemetryHandler:
             # The emitter's totals when it gives them, else the sum of the turns seen.
             input_tokens = _int(measurements.get("input_tokens"))
             output_tokens = _int(measurements.get("output_tokens"))
+            cache_read = _int(measurements.get("cache_read_tokens"))
+            cache_write = _int(measurements.get("cache_write_tokens"))
             run.span.set_attributes(
                 _attributes(
                     {
                         USAGE_INPUT_TOKENS: run.input_tokens if input_tokens is None else input_tokens,
                         USAGE_OUTPUT_TOKENS: run.output_tokens if output_tokens is None else output_tokens,
+                        USAGE_CACHE_READ_TOKENS: run.cache_read_tokens if cache_read is None else cache_read,
+                        USAGE_CACHE_WRITE_TOKENS: run.cache_write_tokens if cache_write is None else cache_write,
                         RUN_TURNS: _int(measurements.get("turns")),
                     }
                 )
@@ -259,10 +267,14 @@ class OpenTelemetryHandler:
         run, entry = self._take_child(metadata, ("llm", metadata.get("turn")))
         input_tokens = _int(measurements.get("input_tokens"))
         output_tokens = _int(measurements.get("output_tokens"))
+        cache_read = _int(measurements.get("cache_read_tokens"))
+        cache_write = _int(measurements.get("cache_write_tokens"))
         if run is not None:
             # Counted even for a turn whose start was missed: the run's sum.
             run.input_tokens += input_tokens or 0
             run.output_tokens += output_tokens or 0
+            run.cache_read_tokens += cache_read or 0
+            run.cache_write_tokens += cache_write or 0
         if entry is None:
             return
         stop_reason = _str(metadata.get("stop_reason"))
@@ -271,6 +283,8 @@ class OpenTelemetryHandler:
                 {
                     USAGE_INPUT_TOKENS: input_tokens,
                     USAGE_OUTPUT_TOKENS: output_tokens,
+                    USAGE_CACHE_READ_TOKENS: cache_read,
+                    USAGE_CACHE_WRITE_TOKENS: cache_write,
                     RESPONSE_FINISH_REASONS: None if stop_reason is None else (stop_reason,),
                 }
             )

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import itertools
 import json
 import sys
@@ -44,7 +45,8 @@ import h11
 import trio
 
 __all__ = [
-    "Disconnect", "Fault", "Malformed", "ProtocolServer", "Raw", "RecordedRequest", "Reply", "Slow", "Status",
+    "Disconnect", "Fault", "Malformed", "PromptCache", "ProtocolServer", "Raw", "RecordedRequest", "Reply", "Slow",
+    "Status",
     "ToolUse", "anthropic_body", "anthropic_error", "anthropic_frames", "gemini_body", "gemini_error",
     "gemini_frames", "openai_body", "openai_error", "openai_frames", "reply", "responses_body", "responses_frames",
     "tool_then_answer", "tool_use",
@@ -84,6 +86,8 @@ class Reply:
     usage: tuple[int, int] = (10, 5)
     chunk: int = 8
     signature: str = "sig-abc"
+    #: Prompt tokens ``(read from, written to)`` the provider's cache (Anthropic's usage fields).
+    cache: tuple[int, int] = (0, 0)
 
 
 def reply(
@@ -215,8 +219,15 @@ def anthropic_body(step: Reply, model: str) -> dict[str, Any]:
         "content": content,
         "stop_reason": "tool_use" if step.tool_calls else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": step.usage[0], "output_tokens": step.usage[1]},
+        "usage": _anthropic_usage(step),
     }
+
+
+def _anthropic_usage(step: Reply) -> dict[str, int]:
+    usage = {"input_tokens": step.usage[0], "output_tokens": step.usage[1]}
+    if step.cache != (0, 0):
+        usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"] = step.cache
+    return usage
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -225,7 +236,7 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 
 def anthropic_frames(step: Reply, model: str) -> list[bytes]:
     """A Messages API event stream."""
-    start = anthropic_body(Reply(usage=(step.usage[0], 1)), model)
+    start = anthropic_body(Reply(usage=(step.usage[0], 1), cache=step.cache), model)
     start["stop_reason"] = None
     frames = [_sse("message_start", {"type": "message_start", "message": start}), _sse("ping", {"type": "ping"})]
     index = 0
@@ -540,6 +551,81 @@ def gemini_error(status: int, error_type: str | None, message: str) -> dict[str,
     return {"error": {"code": code, "message": message, "status": name}}
 
 
+# ---------------------------------------------------------------------------- prompt caching
+
+
+class PromptCache:
+    """Anthropic's prompt caching, simulated, for tests and benchmarks of what caching saves.
+
+    A request's prompt is its blocks in Anthropic's order (each tool, the
+    system prompt's blocks, each message's content blocks), each counted as
+    ``ceil(bytes / 4)`` tokens of its JSON. A block marked ``cache_control``
+    writes the prefix ending there to the cache (when it holds at least
+    ``min_tokens``); a later request reads the longest cached prefix that
+    ends at a block boundary at most ``lookback`` blocks before one of its
+    own breakpoints, as the API documents. :meth:`account` returns
+    ``(uncached input, cache read, cache write)`` tokens; the server reports
+    them in the response's ``usage`` when ``server.prompt_cache`` is set.
+    Entries never expire (the API's five-minute lifetime is not modelled).
+    """
+
+    def __init__(self, *, min_tokens: int = 1024, lookback: int = 20) -> None:
+        self.min_tokens = min_tokens
+        self.lookback = lookback
+        self._prefixes: set[bytes] = set()
+
+    @staticmethod
+    def _blocks(body: Any) -> list[tuple[bytes, bool]]:
+        """``(canonical JSON, marked)`` for each block of the prompt, in order."""
+
+        def entry(where: str, block: Any) -> tuple[bytes, bool]:
+            marked = isinstance(block, dict) and "cache_control" in block
+            if marked:
+                block = {k: v for k, v in block.items() if k != "cache_control"}
+            return where.encode() + json.dumps(block, sort_keys=True, separators=(",", ":")).encode(), marked
+
+        if not isinstance(body, dict):
+            return []
+        blocks = [entry("tool", tool) for tool in body.get("tools") or []]
+        system = body.get("system")
+        if isinstance(system, str):
+            blocks.append(entry("system", {"type": "text", "text": system}))
+        elif isinstance(system, list):
+            blocks.extend(entry("system", block) for block in system)
+        for message in body.get("messages") or []:
+            content = message.get("content") if isinstance(message, dict) else None
+            role = message.get("role", "?") if isinstance(message, dict) else "?"
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            blocks.extend(entry(role, block) for block in content or [])
+        return blocks
+
+    def account(self, body: Any) -> tuple[int, int, int]:
+        """``(uncached input, cache read, cache write)`` tokens for a request body, updating the cache."""
+        blocks = self._blocks(body)
+        digests: list[bytes] = []
+        sizes: list[int] = []
+        digest, total = b"", 0
+        for data, _ in blocks:
+            digest = hashlib.sha256(digest + data).digest()
+            total += -(-len(data) // 4)
+            digests.append(digest)
+            sizes.append(total)
+        marks = [index for index, (_, marked) in enumerate(blocks) if marked]
+        read = 0
+        for mark in marks:
+            for index in range(mark, max(-1, mark - self.lookback), -1):
+                if digests[index] in self._prefixes:
+                    read = max(read, sizes[index])
+                    break
+        write = 0
+        for mark in marks:
+            if sizes[mark] >= self.min_tokens and digests[mark] not in self._prefixes:
+                self._prefixes.add(digests[mark])
+                write = max(write, sizes[mark] - read)
+        return total - read - write, read, write
+
+
 # ---------------------------------------------------------------------------- responders
 
 
@@ -596,6 +682,8 @@ class ProtocolServer:
         self.record = True
         #: Whether Gemini function calls carry an ``id`` (older Gemini models send none).
         self.gemini_call_ids = True
+        #: When set, Anthropic requests' usage reports what this simulated prompt cache read and wrote.
+        self.prompt_cache: PromptCache | None = None
 
     def add(self, *steps: Step) -> None:
         """Queue responses, in order."""
@@ -724,6 +812,9 @@ class ProtocolServer:
             return await self._send_body(conn, stream, step.status, step.body, content_type=step.content_type)
         fault = step if isinstance(step, Fault) else None
         answer: Reply = fault.reply if fault else step
+        if anthropic and self.prompt_cache is not None:
+            uncached, read, write = self.prompt_cache.account(request.body)
+            answer = attrs.evolve(answer, usage=(uncached, answer.usage[1]), cache=(read, write))
         if not request.streaming:
             if protocol == "gemini":
                 body = gemini_body(answer, model, ids=ids)

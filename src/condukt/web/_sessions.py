@@ -1,0 +1,218 @@
+"""Sessions: one agent process per conversation, under one dynamic supervisor per app."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import uuid
+from typing import Any
+
+import anyio
+import attrs
+
+from ..agent import Agent
+from ..otp import ChildSpec, ConduktError, TooManyChildren
+
+__all__ = ["AgentRoute", "SessionsFull", "Sessions"]
+
+#: How long a request waits for a crashed session's agent to be restarted before calling the session gone.
+RESTART_WAIT = 2.0
+
+_apps = itertools.count()
+
+
+class SessionsFull(ConduktError):
+    """The app already holds ``max_sessions`` live sessions (HTTP 503 with ``Retry-After``)."""
+
+
+@attrs.frozen
+class AgentRoute:
+    """What ``POST /agents/{name}/runs`` starts: an agent class and its start options."""
+
+    name: str
+    agent: type[Agent]
+    options: dict[str, Any]
+
+    @classmethod
+    def of(cls, name: str, value: Any) -> AgentRoute:
+        if isinstance(value, ChildSpec):
+            start = value.start
+            if not (isinstance(start, type) and issubclass(start, Agent)):
+                raise TypeError(f"agents[{name!r}]: the ChildSpec must start an Agent subclass, got {start!r}")
+            return cls(name, start, dict(value.kwargs))
+        if isinstance(value, type) and issubclass(value, Agent):
+            return cls(name, value, {})
+        raise TypeError(f"agents[{name!r}] must be an Agent subclass or a ChildSpec of one, got {value!r}")
+
+
+@attrs.define
+class _Session:
+    route: str
+    name: tuple[str, int, str]
+    last_used: float
+    #: The incarnation last seen; looked up again by name once it is dead (a restart).
+    handle: Any = None
+
+
+async def _maybe(value: Any) -> Any:
+    # The trio API's sync methods are awaitable on condukt.asyncio's proxies.
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class Sessions:
+    """The app's live sessions: id -> agent process (found by its registered name, so restarts keep it).
+
+    Works on a trio :class:`condukt.Node` and on a :class:`condukt.asyncio.Node`
+    alike: it only calls methods both have (those that are sync on trio are
+    awaited through :func:`_maybe`).
+    """
+
+    def __init__(
+        self,
+        routes: dict[str, AgentRoute],
+        *,
+        max_sessions: int,
+        idle_timeout: float | None,
+        max_restarts: int,
+        max_seconds: float,
+    ) -> None:
+        self.routes = routes
+        self.max_sessions = max_sessions
+        self.idle_timeout = idle_timeout
+        self._max_restarts = max_restarts
+        self._max_seconds = max_seconds
+        self._app = next(_apps)
+        self._table: dict[str, _Session] = {}
+        self._starting = 0
+        self._last_sweep = 0.0
+        self._node: Any = None
+        self._sup: Any = None
+        self._lock: anyio.Lock | None = None
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def attach(self, node: Any) -> None:
+        """Use ``node`` (trio or asyncio) from now on; forgets the previous node's sessions."""
+        self._node = node
+        self._sup = None
+        self._table.clear()
+
+    async def supervisor(self) -> Any:
+        """The dynamic supervisor of the sessions, started on first use."""
+        if self._sup is not None and self._sup.alive:
+            return self._sup
+        if self._node is None:
+            raise RuntimeError("condukt.web: the app has no node (its lifespan did not run; pass create_app(node))")
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self._sup is None or not self._sup.alive:
+                self._table.clear()
+                self._sup = await self._node.start_dynamic_supervisor(
+                    max_children=self.max_sessions,
+                    max_restarts=self._max_restarts,
+                    max_seconds=self._max_seconds,
+                    intensity="per_child",
+                )
+        return self._sup
+
+    async def open(self, route: AgentRoute) -> tuple[str, Any]:
+        """Start a new session's agent; returns its id and handle. Raises :class:`SessionsFull`."""
+        sup = await self.supervisor()
+        if self.idle_timeout is not None and anyio.current_time() - self._last_sweep > min(self.idle_timeout / 4, 30.0):
+            await self.sweep()  # also where no lifespan runs the periodic sweep (a mounted app)
+        if len(self._table) + self._starting >= self.max_sessions:
+            await self.sweep()
+            if len(self._table) + self._starting >= self.max_sessions:
+                raise SessionsFull(f"the endpoint already holds {self.max_sessions} sessions")
+        session_id = uuid.uuid4().hex
+        name = ("condukt.web", self._app, session_id)
+        spec = ChildSpec(None, route.agent, kwargs={**route.options, "id": session_id}, restart="transient", name=name)
+        self._starting += 1
+        try:
+            handle = await sup.start_child(spec)
+        except TooManyChildren as exc:
+            raise SessionsFull(str(exc)) from None
+        finally:
+            self._starting -= 1
+        self._table[session_id] = _Session(route.name, name, anyio.current_time(), handle)
+        return session_id, handle
+
+    async def get(self, session_id: str, route: str | None = None) -> Any:
+        """The live agent of ``session_id`` (of agent ``route`` if given), or ``None``.
+
+        A session whose agent crashed is restarted by the supervisor: this
+        waits up to :data:`RESTART_WAIT` seconds for the new incarnation.
+        """
+        session = self._table.get(session_id)
+        if session is None or (route is not None and session.route != route):
+            return None
+        if session.handle is not None and session.handle.alive:
+            # Reading ``alive`` needs no trip into trio on asyncio (whereis would).
+            session.last_used = anyio.current_time()
+            return session.handle
+        handle = await _maybe(self._node.whereis(session.name))
+        if handle is None:
+            with anyio.move_on_after(RESTART_WAIT):
+                while handle is None and session_id in self._table:
+                    await anyio.sleep(0.01)
+                    handle = await _maybe(self._node.whereis(session.name))
+        if handle is None:
+            self._table.pop(session_id, None)
+            return None
+        session.last_used = anyio.current_time()
+        session.handle = handle
+        return handle
+
+    def touch(self, session_id: str) -> None:
+        """Mark the session used now (a run just ended)."""
+        session = self._table.get(session_id)
+        if session is not None:
+            session.last_used = anyio.current_time()
+
+    async def close(self, session_id: str) -> bool:
+        """Stop the session's agent and forget it; whether it existed."""
+        handle = await self.get(session_id)
+        if handle is None:
+            return False
+        self._table.pop(session_id, None)
+        try:
+            await self._sup.terminate_child(handle)
+        except ConduktError:
+            pass  # it exited meanwhile
+        return True
+
+    async def sweep(self) -> int:
+        """Stop sessions idle for longer than ``idle_timeout`` (not while a run is in progress); how many."""
+        if self.idle_timeout is None or self._sup is None:
+            return 0
+        self._last_sweep = anyio.current_time()
+        horizon = anyio.current_time() - self.idle_timeout
+        stale = [sid for sid, session in self._table.items() if session.last_used < horizon]
+        stopped = 0
+        for session_id in stale:
+            session = self._table.get(session_id)
+            if session is None:
+                continue
+            handle = await _maybe(self._node.whereis(session.name))
+            if handle is not None and (handle.running or handle.queued):
+                session.last_used = anyio.current_time()
+                continue
+            self._table.pop(session_id, None)
+            if handle is not None:
+                try:
+                    await self._sup.terminate_child(handle)
+                except ConduktError:
+                    pass
+            stopped += 1
+        return stopped
+
+    async def aclose(self) -> None:
+        """Stop every session (the supervisor)."""
+        sup, self._sup = self._sup, None
+        self._table.clear()
+        if sup is not None and sup.alive:
+            await sup.stop()

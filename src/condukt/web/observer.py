@@ -1,0 +1,378 @@
+"""The observer: a live dashboard of a node's supervision tree, in the browser (``docs/observer.md``).
+
+Like Erlang's ``observer`` and Phoenix LiveDashboard: every process of the
+node with its kind, status, mailbox depth and restarts, and for agents the
+run in progress, its turn, tokens and tool calls in flight; a per-agent
+event log; an abort button per running agent. One self-contained page
+(no CDN, no build step) fed by Server-Sent Events.
+
+Three ways to serve it:
+
+* a route of the HTTP endpoint: ``condukt.web.create_app(..., observer=True)``
+  serves it at ``/observer/``, behind the app's token;
+* on its own, as an ASGI app to mount or serve: :func:`create_app`;
+* from trio code, in one line: ``await condukt.web.observer.serve(node, port=8001)``.
+
+The page itself is public (it holds no data); everything it shows comes
+from ``api/...`` routes that need ``Authorization: Bearer <token>`` when a
+token is set. The page reads the token from the URL fragment
+(``/observer/#token=...``, never sent to the server, so never in an access
+log) or asks for it, keeps it in the tab's ``sessionStorage`` and removes
+it from the address bar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import attrs
+import sniffio
+import trio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from .. import asyncio as condukt_asyncio
+from .. import serialization
+from ..agent import AgentHandle
+from ..lifespan import open_app_node
+from ..otp import ConduktError, Node, current_node
+from ._event_log import event_log
+from ._http import Handler, HTTPError, guard
+from ._snapshot import AgentView, ProcessView, RunView, Snapshot, take_snapshot
+
+__all__ = ["AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot"]
+
+#: Seconds between two updates of a live page (the default of ``interval``).
+DEFAULT_INTERVAL = 1.0
+#: A comment line is sent when nothing changed for this long (keeps proxies from closing the stream).
+KEEPALIVE = 15.0
+
+Guard = Callable[..., Handler]
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def snapshot(node: Node) -> Snapshot:
+    """The supervision tree of ``node`` now (what the page shows), as attrs data.
+
+    Synchronous; call it from the node's trio run.
+    ``condukt.serialization.unstructure(view)`` turns a
+    :class:`ProcessView` into the JSON the page receives. Raises
+    :class:`~condukt.ConduktError` if the node is not running.
+    """
+    return take_snapshot(node)
+
+
+@attrs.frozen
+class _Encoded:
+    """A snapshot as the stream sends it: each process's JSON, by key."""
+
+    time: float
+    root: str
+    entries: dict[str, str]
+    handles: dict[int, Any]
+    taken_at: float
+
+
+async def _take(node: Node) -> Snapshot:
+    await event_log(node)  # the log starts with the first look at the node
+    return take_snapshot(node)
+
+
+async def _events(node: Node, session_id: str, after: int) -> Any:
+    log = await event_log(node)
+    return await log.call(("events", session_id, after))
+
+
+async def _abort(node: Node, handle: AgentHandle) -> bool:
+    return await handle.abort()
+
+
+class _Observer:
+    """What the routes share: where the node is, and the latest snapshot (one per interval for all pages)."""
+
+    def __init__(self, node_of: Callable[[], Awaitable[Any]], interval: float) -> None:
+        self.node_of = node_of
+        self.interval = interval
+        self._latest: _Encoded | None = None
+        self._encoded: dict[str, tuple[ProcessView, str]] = {}
+        self._lock: anyio.Lock | None = None
+
+    async def in_trio(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """``await fn(trio_node, *args)`` in the node's trio run, whichever loop serves the request."""
+        node = await self.node_of()
+        if isinstance(node, condukt_asyncio.Node):
+            return await condukt_asyncio.call(fn, node.inner, *args)
+        return await fn(node, *args)
+
+    async def latest(self) -> _Encoded:
+        """A snapshot at most half an interval old (taken now if the last one is older)."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            latest = self._latest
+            now = anyio.current_time()
+            if latest is None or now - latest.taken_at >= self.interval / 2:
+                try:
+                    snap: Snapshot = await self.in_trio(_take)
+                except ConduktError as exc:
+                    raise HTTPError(503, "NotReady", f"the node is not running: {exc}") from None
+                # A process whose view did not change keeps its JSON: comparing views costs
+                # a tenth of encoding one (measured: benchmarks/observer.py).
+                previous = self._encoded
+                encode, unstructure = _ENCODER.encode, serialization.unstructure
+                encoded: dict[str, tuple[ProcessView, str]] = {}
+                for view in snap.processes:
+                    before = previous.get(view.key)
+                    encoded[view.key] = before if before is not None and before[0] == view else (
+                        view, encode(unstructure(view)))
+                self._encoded = encoded
+                entries = {key: text for key, (_, text) in encoded.items()}
+                latest = self._latest = _Encoded(snap.time, snap.root, entries, snap.handles, now)
+            return latest
+
+    # ------------------------------------------------------------------ routes
+
+    async def page(self, request: Request) -> Response:
+        """``GET /``: the page (public: it holds no data)."""
+        return Response(_page(), media_type="text/html; charset=utf-8", headers=_PAGE_HEADERS)
+
+    async def snapshot(self, request: Request) -> Response:
+        """``GET /api/snapshot``: the tree as JSON."""
+        latest = await self.latest()
+        return Response(_full(latest), media_type="application/json", headers={"Cache-Control": "no-store"})
+
+    async def events(self, request: Request) -> Response:
+        """``GET /api/agents/{session}/events?after=N``: an agent's recent events (numbered above ``N``)."""
+        after = _int(request.query_params.get("after", "0"), "after")
+        seq, found = await self.in_trio(_events, request.path_params["session"], after)
+        return JSONResponse({"seq": seq, "events": found}, headers={"Cache-Control": "no-store"})
+
+    async def abort(self, request: Request) -> Response:
+        """``POST /api/processes/{pid}/abort``: abort the run of that agent (``{"pid", "aborted"}``)."""
+        pid = _int(request.path_params["pid"], "pid")
+        latest = await self.latest()
+        handle = latest.handles.get(pid)
+        if handle is None or not handle.alive:
+            self._latest = None  # it may be newer than the snapshot
+            handle = (await self.latest()).handles.get(pid)
+        if not isinstance(handle, AgentHandle) or not handle.alive:
+            raise HTTPError(404, "AgentNotFound", f"no live agent with pid {pid}")
+        aborted = await self.in_trio(_abort, handle)
+        return JSONResponse({"pid": pid, "aborted": aborted})
+
+    async def stream(self, request: Request) -> Response:
+        """``GET /api/stream?agent=<session id>``: SSE of the tree, and of that agent's events if given."""
+        await self.latest()  # fail now (503), not inside the stream
+        agent = request.query_params.get("agent") or None
+        return StreamingResponse(
+            self._stream(agent),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def _stream(self, agent: str | None) -> AsyncIterator[str]:
+        """``snapshot`` first, then a ``diff`` per interval when something changed; ``log`` events for ``agent``."""
+        latest = await self.latest()
+        sent = latest.entries
+        yield _sse("snapshot", _full(latest))
+        after = 0
+        if agent is not None:
+            after, found = await self.in_trio(_events, agent, 0)
+            yield _sse("log", json.dumps({"agent": agent, "reset": True, "events": found}))
+        quiet_since = anyio.current_time()
+        while True:
+            await anyio.sleep(self.interval)
+            latest = await self.latest()
+            entries = latest.entries
+            if entries is not sent:
+                changed = [text for key, text in entries.items() if sent.get(key) != text]
+                removed = [key for key in sent if key not in entries]
+                sent = entries
+                if changed or removed:
+                    quiet_since = anyio.current_time()
+                    yield _sse("diff", _diff(latest, changed, removed))
+            if agent is not None:
+                last, found = await self.in_trio(_events, agent, after)
+                after = last
+                if found:
+                    quiet_since = anyio.current_time()
+                    yield _sse("log", json.dumps({"agent": agent, "reset": False, "events": found}))
+            if anyio.current_time() - quiet_since >= KEEPALIVE:
+                quiet_since = anyio.current_time()
+                yield ": keep-alive\n\n"
+
+    def routes(self, guard: Guard) -> list[BaseRoute]:
+        """The observer's routes, relative to where it is mounted; ``guard`` adds the token check."""
+        return [
+            Route("/", guard(self.page, public=True), methods=["GET"]),
+            Route("/api/snapshot", guard(self.snapshot), methods=["GET"]),
+            Route("/api/stream", guard(self.stream), methods=["GET"]),
+            Route("/api/agents/{session}/events", guard(self.events), methods=["GET"]),
+            Route("/api/processes/{pid}/abort", guard(self.abort), methods=["POST"]),
+        ]
+
+
+def _int(text: str, label: str) -> int:
+    if not text.isdigit():
+        raise HTTPError(422, "InvalidRequest", f"{label} must be a non-negative integer, got {text!r}")
+    return int(text)
+
+
+def _full(latest: _Encoded) -> str:
+    processes = ",".join(latest.entries.values())
+    return f'{{"time":{latest.time},"root":{json.dumps(latest.root)},"processes":[{processes}]}}'
+
+
+def _diff(latest: _Encoded, changed: list[str], removed: list[str]) -> str:
+    return (f'{{"time":{latest.time},"root":{json.dumps(latest.root)},"changed":[{",".join(changed)}],'
+            f'"removed":{json.dumps(removed)}}}')
+
+
+def _sse(event: str, data: str) -> str:
+    return f"event: {event}\ndata: {data}\n\n"
+
+
+_PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    # Everything is inline (one self-contained file); nothing may load from elsewhere.
+    "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+}
+
+_PAGE: bytes | None = None
+
+
+def _page() -> bytes:
+    global _PAGE
+    if _PAGE is None:
+        _PAGE = resources.files(__package__).joinpath("observer.html").read_bytes()
+    return _PAGE
+
+
+def _check(interval: float, token: str | None) -> None:
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0 or math.isinf(interval):
+        raise ValueError(f"interval must be a finite number of seconds > 0, got {interval!r}")
+    if token is not None and (not isinstance(token, str) or not token):
+        raise ValueError("token must be None or a non-empty str")
+
+
+def routes(node_of: Callable[[], Awaitable[Any]], guard: Guard, interval: float = DEFAULT_INTERVAL) -> list[BaseRoute]:
+    """The observer's routes for the node ``await node_of()`` returns (how ``condukt.web.create_app`` mounts it)."""
+    return _Observer(node_of, interval).routes(guard)
+
+
+def create_app(
+    node: Node | condukt_asyncio.Node | None = None,
+    *,
+    token: str | None = None,
+    interval: float = DEFAULT_INTERVAL,
+) -> Starlette:
+    """The observer of ``node`` as a Starlette ASGI app: the page at ``/``, its data under ``/api/``.
+
+    Mount it anywhere (``Mount("/observer", app=...)``) or serve it on its
+    own. ``node``: a :class:`condukt.Node` (serve on trio, e.g. hypercorn
+    ``-k trio``), a :class:`condukt.asyncio.Node` (asyncio, e.g. uvicorn),
+    or ``None``: the node its lifespan opens, or else the loop's default
+    node (:mod:`condukt.lifespan`). ``token``: the ``api/`` routes need
+    ``Authorization: Bearer <token>`` (401 otherwise; the page passes it
+    along, see the module docstring). ``interval``: seconds between two
+    updates of a live page (snapshots are shared by every page within
+    half of it). Raises ``TypeError``/``ValueError`` for bad arguments.
+    Synchronous.
+    """
+    if node is not None and not isinstance(node, (Node, condukt_asyncio.Node)):
+        raise TypeError(f"node must be a condukt Node, a condukt.asyncio Node or None, got {node!r}")
+    _check(interval, token)
+    secret = None if token is None else token.encode()
+    current: list[Any] = [node]
+
+    async def node_of() -> Any:
+        if current[0] is None:
+            on_trio = sniffio.current_async_library() == "trio"
+            found = current_node() if on_trio else await condukt_asyncio.current_node()
+            if found is None:
+                raise HTTPError(503, "NotReady", "no condukt node: pass create_app(node) or let its lifespan run")
+            current[0] = found
+        return current[0]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        async with contextlib.AsyncExitStack() as stack:
+            if node is None:
+                current[0] = await stack.enter_async_context(open_app_node())
+            try:
+                yield {"node": current[0]}
+            finally:
+                current[0] = node
+
+    return Starlette(
+        routes=routes(node_of, lambda handler, public=False: guard(handler, secret, public=public), interval),
+        lifespan=lifespan,
+    )
+
+
+def page_url(base_url: str, token: str | None = None, *, path: str = "/observer/") -> str:
+    """The address of the observer page of the app at ``base_url``, the token in its fragment.
+
+    ``page_url("http://127.0.0.1:8000", "s3cret")`` is
+    ``"http://127.0.0.1:8000/observer/#token=s3cret"``: open it in a
+    browser (the fragment never reaches the server). ``path`` is where the
+    observer is mounted (``"/"`` for :func:`create_app` served on its own).
+    """
+    url = base_url.rstrip("/") + "/" + path.strip("/")
+    url = url.rstrip("/") + "/"
+    return url if token is None else f"{url}#token={quote(token, safe='')}"
+
+
+async def serve(
+    node: Node,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8001,
+    token: str | None = None,
+    interval: float = DEFAULT_INTERVAL,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the observer of ``node`` (trio) with hypercorn at ``http://host:port/`` until cancelled.
+
+    For a command line (``condukt observe``) or a script: run it in a
+    nursery next to the node's work, or as the last line of an
+    ``open_node`` block. ``nursery.start(serve, node, ...)`` returns the
+    page's address once it listens (``port=0``: a free port). Cancellation
+    stops the server (open pages see their stream end). Raises
+    ``ImportError`` without hypercorn (extra ``[observer]``), ``OSError``
+    when the port is taken, and ``TypeError``/``ValueError`` for bad
+    arguments.
+    """
+    if not isinstance(node, Node):
+        raise TypeError(f"node must be a condukt Node (trio), got {node!r}")
+    try:
+        import hypercorn.config
+        import hypercorn.trio
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("condukt.web.observer.serve needs hypercorn: `pip install 'condukt[observer]'`") from exc
+    app = create_app(node, token=token, interval=interval)
+    config = hypercorn.config.Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = None
+
+    async def serving(task_status: trio.TaskStatus[list[str]]) -> None:
+        await hypercorn.trio.serve(app, config, task_status=task_status)  # type: ignore[arg-type]
+
+    async with trio.open_nursery() as nursery:
+        binds: list[str] = await nursery.start(serving)
+        task_status.started(binds[0].rstrip("/") + "/")

@@ -1,0 +1,200 @@
+"""The observer page in a real headless Chromium (selenium + chromedriver), against hypercorn on 127.0.0.1.
+
+Needs the Debian/Ubuntu packages ``chromium`` and ``chromium-driver`` (``.ci/run``
+installs them when it runs as root); skipped without them. Set
+``CONDUKT_OBSERVER_SCREENSHOT=docs/observer.png`` to save the screenshot of the
+page the test takes (that is how ``docs/observer.png`` is made).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import condukt
+import condukt.web.observer as observer
+from condukt.messages import Usage
+from condukt.testing import ScriptedModel, call, reply
+
+from .helpers import TOKEN, hypercorn_trio
+from .observed import Blocked, Crashy, Gate
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+try:
+    from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError:  # pragma: no cover - the test extra has it
+    webdriver = None  # type: ignore[assignment]
+
+pytestmark = [
+    pytest.mark.skipif(webdriver is None, reason="selenium is not installed (pip install '.[test]')"),
+    pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+                       reason="needs chromium and chromedriver (Debian: apt-get install chromium chromium-driver)"),
+]
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM  # type: ignore[assignment]
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1400,820", "--force-device-scale-factor=1", "--no-first-run"):
+        options.add_argument(argument)
+    # The driver from the distribution, never one downloaded by selenium-manager.
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_until(driver: Any, condition: Callable[[Any], Any], what: str, seconds: float = 15.0) -> Any:
+    try:
+        return WebDriverWait(driver, seconds, poll_frequency=0.05,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(condition)
+    except TimeoutException:
+        raise AssertionError(f"the page never showed {what}; it shows:\n{driver.find_element(By.TAG_NAME, 'body').text}") from None
+
+
+def rows(driver: Any) -> list[dict[str, str]]:
+    """The tree's rows as the page renders them (read in one go: the page re-renders on every update)."""
+    script = """return Array.from(document.querySelectorAll('#tree tr.proc')).map(function (tr) {
+        return {key: tr.dataset.key, kind: tr.dataset.kind, status: tr.dataset.status, restarts: tr.dataset.restarts,
+                session: tr.dataset.session || '', text: tr.innerText, abort: !!tr.querySelector('button.abort')}; });"""
+    result: list[dict[str, str]] = driver.execute_script(script)
+    return result
+
+
+def click(driver: Any, selector: str) -> None:
+    """A real mouse click on the element ``selector`` names, found again if an update replaced it meanwhile."""
+    def clicked(d: Any) -> bool:
+        d.find_element(By.CSS_SELECTOR, selector).click()
+        return True
+    wait_until(driver, clicked, f"a clickable {selector}")
+
+
+async def test_the_page_shows_the_live_tree_a_restart_and_aborts_a_run(browser: Any) -> None:
+    gate = Gate()
+    model = ScriptedModel([
+        [reply("Let me look at the diff.", usage=Usage(1840, 96)), call("gate", {"ref": "HEAD~1"}, id="g1")],
+        reply("unused"),
+    ])
+    hold = trio.Event()
+    async with condukt.open_node() as node:
+        sup = await node.start_supervisor(
+            [condukt.ChildSpec("reviewer", condukt.Agent, kwargs={"model": model, "tools": [gate], "id": "reviewer-1"}),
+             condukt.ChildSpec("crashy", Crashy), condukt.ChildSpec("indexer", Blocked)],
+            name="app", max_restarts=10,
+        )
+        sessions = await node.start_dynamic_supervisor(name="sessions")
+        for n in range(3):
+            await sessions.start_child(condukt.ChildSpec(None, condukt.Agent, kwargs={
+                "model": ScriptedModel([reply("ok")]), "id": f"chat-{n}"}))
+        children = dict(sup.which_children())
+        reviewer, crashy, indexer = children["reviewer"], children["crashy"], children["indexer"]
+        assert reviewer is not None and crashy is not None and indexer is not None
+        await indexer.cast(hold)
+        for n in range(4):
+            await indexer.cast(n)
+        app = observer.create_app(node, token=TOKEN, interval=0.1)
+        async with hypercorn_trio(app) as url:
+            page = observer.page_url(url, TOKEN, path="/")
+
+            def open_page() -> list[dict[str, str]]:
+                browser.get(page)
+                wait_until(browser, lambda d: len(rows(d)) >= 9, "the tree")
+                return rows(browser)
+
+            shown = await trio.to_thread.run_sync(open_page)
+            assert "token" not in browser.current_url  # taken out of the address bar at once
+            snap = observer.snapshot(node)
+            assert [r["key"] for r in shown] == [p.key for p in snap.processes]  # every process, in tree order
+            kinds = {r["key"]: r["kind"] for r in shown}
+            assert kinds[str(sup.id)] == "supervisor" and kinds[str(sessions.id)] == "dynamic_supervisor"
+            assert kinds[str(reviewer.id)] == "agent" and kinds[str(crashy.id)] == "server"
+            assert sum(1 for r in shown if r["kind"] == "agent") == 4
+            indexer_row = next(r for r in shown if r["key"] == str(indexer.id))
+            assert "Blocked" in indexer_row["text"] and "\t4\t" in indexer_row["text"]  # its mailbox depth
+
+            # A child crashes: the page shows the new incarnation with one restart.
+            await crashy.cast("boom")
+
+            def restarted() -> dict[str, str]:
+                return wait_until(browser, lambda d: next(
+                    (r for r in rows(d) if "crashy" in r["text"] and r["restarts"] == "1"), None), "a restart")
+
+            after = await trio.to_thread.run_sync(restarted)
+            new_crashy = dict(sup.which_children())["crashy"]
+            assert new_crashy is not None and after["key"] == str(new_crashy.id) != str(crashy.id)
+            assert "Crashy" in after["text"]
+
+            # A run in progress: turn, tokens and the tool in flight, its event log, and the abort button.
+            outcome: list[BaseException] = []
+
+            async def run() -> None:
+                try:
+                    await reviewer.run("Review the last commit")  # type: ignore[attr-defined]
+                except condukt.Aborted as exc:
+                    outcome.append(exc)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run)
+                await gate.entered.wait()
+
+                def watch_run() -> None:
+                    key = str(reviewer.id)
+                    wait_until(browser, lambda d: next(
+                        (r for r in rows(d) if r["key"] == key and r["abort"] and "gate" in r["text"]), None),
+                        "the running agent with its tool call and an abort button")
+                    text = next(r for r in rows(browser) if r["key"] == key)["text"]
+                    assert "turn 1" in text and "1936 tok" in text
+                    click(browser, f'#tree tr[data-key="{key}"] td:first-child')
+                    wait_until(browser, lambda d: "tool_call_start" in d.find_element(By.ID, "log").text,
+                               "the agent's event log")
+                    log = browser.find_element(By.ID, "log").text
+                    assert "agent_start" in log and "Let me look at the diff." in log and "HEAD~1" in log
+                    details = browser.find_element(By.ID, "details").text
+                    assert "reviewer-1" in details and "1840 in · 96 out" in details
+                    assert "Review the last commit" in details
+                    target = os.environ.get("CONDUKT_OBSERVER_SCREENSHOT")
+                    if target:
+                        Path(target).parent.mkdir(parents=True, exist_ok=True)
+                        assert browser.save_screenshot(target)
+                    click(browser, f'#tree tr[data-key="{key}"] button.abort')
+                    wait_until(browser, lambda d: "Run aborted" in d.find_element(By.ID, "flash").text,
+                               "the abort's confirmation")
+                    wait_until(browser, lambda d: "aborted" in d.find_element(By.ID, "log").text,
+                               "the aborted run's done event")
+
+                await trio.to_thread.run_sync(watch_run)
+            assert len(outcome) == 1 and not reviewer.running  # type: ignore[attr-defined]
+            hold.set()
+
+
+async def test_without_a_token_in_its_address_the_page_asks_for_it_and_keeps_it_for_the_tab(browser: Any) -> None:
+    async with condukt.open_node() as node:
+        await node.start_supervisor([condukt.ChildSpec("w", Blocked)], name="app")
+        async with hypercorn_trio(observer.create_app(node, token=TOKEN, interval=0.1)) as url:
+
+            def log_in() -> None:
+                browser.get(observer.page_url(url, path="/"))
+                alert = wait_until(browser, lambda d: d.switch_to.alert, "a prompt for the token")
+                alert.send_keys(TOKEN)
+                alert.accept()
+                wait_until(browser, lambda d: any(r["kind"] == "supervisor" for r in rows(d)), "the tree")
+                browser.refresh()  # the tab remembers the token: no prompt this time
+                wait_until(browser, lambda d: any(r["kind"] == "supervisor" for r in rows(d)), "the tree again")
+                assert TOKEN not in browser.current_url
+
+            await trio.to_thread.run_sync(log_in)
