@@ -156,7 +156,7 @@ class ClusterHandle:
             if hasattr(result, "__await__"):
                 result = await result
             return result
-        ref = actor_of(self.node_id).invoke.remote(self.id, method, args, kwargs)
+        ref = actor_of(self.node_id).invoke.remote((self.id, method, args, kwargs))
         return unwrap(await await_ref(ref, self.node_id))
 
     async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
@@ -172,7 +172,7 @@ class ClusterHandle:
         local = self.local
         if local is not None:
             return await local.call(request, timeout)
-        ref = actor_of(self.node_id).invoke.remote(self.id, "call", (request, timeout), {})
+        ref = actor_of(self.node_id).invoke.remote((self.id, "call", (request, timeout), {}))
         if timeout is None:
             return unwrap(await await_ref(ref, self.node_id))
         # The node enforces ``timeout``; this bounds a node that stopped answering altogether.
