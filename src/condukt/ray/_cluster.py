@@ -384,6 +384,9 @@ class ClusterMonitor:
                 reason = await await_ref(self._ref, self.handle.node_id)
             except NodeDown:
                 reason = "noconnection"
+                owner = _driver_cluster
+                if owner is not None and owner._nursery is not None:  # the driver: tell placement and the registry now
+                    await owner.node_lost(self.handle.node_id)
             if self.down is None:
                 self.down = Down(cast(Any, self.handle), reason)
         return self.down
