@@ -224,3 +224,28 @@ async def test_ten_thousand_agents_over_two_nodes_each_run_once() -> None:
         assert results == [f"AGENT {i}" for i in range(count)]
         loads = sorted(info.processes for info in await cluster.nodes())
         assert sum(loads) == count and loads[0] >= count // 3
+
+
+async def test_a_node_can_run_trio_as_a_guest_on_its_actors_loop() -> None:
+    async with condukt.ray.open_cluster(nodes=1, trio_host="guest") as cluster:
+        counter = await cluster.spawn(Counter, 1, name="guest-counter")
+        await counter.cast(2)
+        assert await counter.call("get") == 3
+        assert await counter.call("self") == counter
+        async with cluster.monitor(counter) as monitor:
+            await counter.stop("done")
+            assert (await monitor.wait()).reason == "done"
+
+
+async def test_bad_options_say_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="trio_host must be 'thread' or 'guest'"):
+        async with condukt.ray.open_cluster(trio_host="fiber"):  # type: ignore[arg-type]
+            pass
+    async with condukt.ray.open_cluster(nodes=1) as cluster:
+        with pytest.raises(ValueError, match="count must be >= 0"):
+            await cluster.spawn_many(Counter, -1)
+        on_a_node = pickle.loads(pickle.dumps(cluster))  # what a node gets
+        with pytest.raises(condukt.ConduktError, match="cluster supervisors run in the driver"):
+            await on_a_node.start_dynamic_supervisor()
+        with pytest.raises(condukt.ConduktError, match="only the driver"):
+            await on_a_node.add_node()

@@ -215,6 +215,10 @@ class ClusterHandle:
     async def wait(self) -> Any:
         """Wait for the exit; returns the exit reason (``"noconnection"`` if its node is lost).
 
+        From another node, a process that exited before the wait began may
+        give ``"noproc"`` (its node keeps no record of exited processes);
+        to learn a reason for sure, monitor before the exit.
+
         Cancellation: cancelling the caller cancels the Ray call and, on the
         node, the operation it awaits (as for a local caller).
         """
