@@ -64,6 +64,11 @@ SUBPACKAGES = {
     },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
     "condukt.cli": {"JsonPrinter", "Renderer", "app", "main"},
+    "condukt.ray": {
+        "STREAM_BUFFER", "Cluster", "ClusterHandle", "ClusterMonitor", "ClusterSupervisor", "NodeDown", "NodeInfo",
+        "Placement", "RemoteError", "RemoteStream", "current_cluster", "init", "least_loaded", "link", "monitor",
+        "open_cluster", "shutdown",
+    },
 }  # fmt: skip
 
 #: Names the top level used to export: still reachable, with a DeprecationWarning.
@@ -113,7 +118,7 @@ PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events",
+    "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
 ]  # fmt: skip
 
 

@@ -309,6 +309,15 @@ class Node(_Proxy):
         node: otp.Node = self._inner
         return node
 
+    async def call_in_trio(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """Await the trio function ``fn(*args, **kwargs)`` inside this node's trio run, from asyncio.
+
+        For code that keeps its own trio-side logic next to the node (as
+        :mod:`condukt.ray` does in a node actor that runs trio as a guest). The result is
+        returned as is (no proxies); cancellation crosses as for every method.
+        """
+        return await self._guest.call(fn, *args, **kwargs)
+
 
 class Handle(_Proxy):
     """A process or agent handle seen from asyncio: its methods awaitable, ``stream`` an async context manager.

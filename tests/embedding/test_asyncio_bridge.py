@@ -269,3 +269,21 @@ def test_a_thread_backed_node_serves_loops_that_come_and_go(tmp_path: Path) -> N
         close.set()
         holder.join(10)
     assert not holder.is_alive()
+
+
+def test_call_in_trio_runs_trio_code_next_to_the_node() -> None:
+    async def on_trio(handle: condukt.Handle, delay: float) -> tuple[Any, bool]:
+        await trio.sleep(delay)  # a trio-only call works here
+        return await handle.call("ping"), condukt.current_node() is not None
+
+    class Pong(condukt.Server):
+        async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+            return ("pong", request)
+
+    async def main() -> tuple[Any, bool]:
+        async with ca.open_node() as node:
+            handle = await node.spawn(Pong)
+            result: tuple[Any, bool] = await node.call_in_trio(on_trio, handle.inner, 0.01)
+            return result
+
+    assert asyncio.run(main()) == (("pong", "ping"), False)

@@ -17,7 +17,9 @@ from .servers import Boom, settle
 
 
 def test_the_lowlevel_names_are_pinned() -> None:
-    assert sorted(lowlevel.__all__) == ["Process", "Spawnable", "process_of", "run_default_node", "send_system", "server_of"]
+    assert sorted(lowlevel.__all__) == [
+        "Process", "Spawnable", "process_of", "run_default_node", "send_system", "server_of", "set_handle_reducer"
+    ]
     assert "Process" not in condukt.otp.__all__  # extension points stay out of the main API
 
 
@@ -194,3 +196,25 @@ def test_handle_slots_are_identity_only() -> None:
 def test_child_spec_is_generic_at_run_time() -> None:
     spec = condukt.ChildSpec[TagHandle](None, Tagged)
     assert spec.start is Tagged and isinstance(spec, condukt.ChildSpec)
+
+
+class _Named:
+    """What a test reducer rebuilds a handle as: the id it pickled."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+
+async def test_handles_pickle_only_where_the_node_exports_them() -> None:
+    import pickle
+
+    async with condukt.open_node() as node:
+        handle = await node.spawn(condukt.Server)
+        with pytest.raises(TypeError, match="does not export handles"):
+            pickle.dumps(handle)
+        lowlevel.set_handle_reducer(node, lambda h: (_Named, (h.id,)))
+        restored = pickle.loads(pickle.dumps(condukt.Down(handle, "normal")))
+        assert isinstance(restored.handle, _Named) and restored.handle.pid == handle.id
+        lowlevel.set_handle_reducer(node, None)
+        with pytest.raises(TypeError):
+            pickle.dumps(handle)

@@ -228,3 +228,12 @@ async def test_a_supervisor_killed_during_its_init_fails_its_start(autojump_cloc
                 )
         assert info.value.reason == "killed"
         assert node.process_count == 0 and node.registered() == []
+
+
+def test_errors_that_carry_fields_keep_them_through_pickling() -> None:
+    import pickle
+
+    error = pickle.loads(pickle.dumps(condukt.CallError("killed", "custom message")))
+    assert (error.reason, str(error)) == ("killed", "custom message")
+    taken = pickle.loads(pickle.dumps(condukt.NameTaken("a1")))
+    assert (taken.name, str(taken)) == ("a1", "name already registered: 'a1'")

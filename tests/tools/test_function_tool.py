@@ -185,3 +185,19 @@ def test_var_args_cannot_become_parameters() -> None:
         @condukt.tool
         def bad(**kwargs: Any) -> str:
             return ""
+
+
+def test_a_module_level_tool_pickles_by_name_and_a_local_one_says_why_not() -> None:
+    import pickle
+
+    from ._process_tools import write_later
+
+    assert pickle.loads(pickle.dumps(write_later)) is write_later
+
+    @condukt.tool
+    def local(x: int) -> int:
+        """Local."""
+        return x
+
+    with pytest.raises(TypeError, match="only a tool defined with @tool at module level"):
+        pickle.dumps(local)

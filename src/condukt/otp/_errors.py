@@ -54,6 +54,9 @@ class CallError(ConduktError):
         self.reason = reason
         super().__init__(message or f"server exited during call: {reason!r}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reason, str(self)))
+
 
 class MailboxFull(ConduktError):
     """A ``*_nowait`` send found the target's mailbox at capacity."""
@@ -65,6 +68,9 @@ class NameTaken(ConduktError):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"name already registered: {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.name,))
 
 
 class TooManyChildren(ConduktError):

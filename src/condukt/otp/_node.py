@@ -144,6 +144,8 @@ class Node:
         self._process_count = 0
         self._timers = TimerService()
         self._root: DynamicSupervisorHandle | None = None
+        # Set by condukt.otp.lowlevel.set_handle_reducer: how this node's handles pickle.
+        self._handle_reducer: Callable[[Handle], Any] | None = None
         #: Publish/subscribe hub: ``publish`` / ``subscribe``.
         self.pubsub = PubSub()
         #: Per-node services added by higher layers (HTTP client pools, limits, ...).

@@ -286,6 +286,17 @@ class Handle:
         state = "alive" if self._process is not None else f"dead: {self._exit_reason!r}"
         return f"<{type(self).__name__} #{self._pid}{name} {self._cls.__name__} {state}>"
 
+    def __reduce__(self) -> Any:
+        # A handle names a process of one node: it pickles only when that node
+        # exports its handles (see condukt.otp.lowlevel.set_handle_reducer).
+        reducer = self._node._handle_reducer
+        if reducer is None:
+            raise TypeError(
+                f"{self!r} cannot be pickled: its node does not export handles "
+                "(handles cross processes in a condukt.ray cluster)"
+            )
+        return reducer(self)
+
     async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
         """Send ``request`` to ``handle_call`` and wait for the reply.
 

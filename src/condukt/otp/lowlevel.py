@@ -27,13 +27,14 @@ See "Writing your own behaviour" in ``docs/runtime.md``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from ._node import run_default_node
+from ._node import Node, run_default_node
 from ._process import Handle, Process, Server
 from ._spawnable import Spawnable
 
-__all__ = ["Process", "Spawnable", "process_of", "run_default_node", "send_system", "server_of"]
+__all__ = ["Process", "Spawnable", "process_of", "run_default_node", "send_system", "server_of", "set_handle_reducer"]
 
 
 def process_of(handle: Handle) -> Process | None:
@@ -65,3 +66,16 @@ def server_of(handle: Handle) -> Server | None:
     """
     proc = handle._process
     return None if proc is None else proc._server
+
+
+def set_handle_reducer(node: Node, reducer: Callable[[Handle], Any] | None) -> None:
+    """Make ``node``'s handles picklable: ``pickle`` calls ``reducer(handle)`` for one.
+
+    ``reducer`` returns what :meth:`object.__reduce__` returns (a callable and
+    its arguments) for a stand-in that reaches the process from another
+    Python process; it runs in the pickling thread, so it must not block.
+    ``None`` (the default for every node) makes pickling a handle raise
+    :class:`TypeError`: a plain node's handles mean nothing elsewhere.
+    :mod:`condukt.ray` sets one on each node of a cluster.
+    """
+    node._handle_reducer = reducer

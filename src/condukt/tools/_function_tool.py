@@ -189,6 +189,21 @@ class FunctionTool(Tool):
             self._reference = _process_reference(fn, self._context_param, self._converters)
             self._worker = _import_trio_parallel(fn)
 
+    def __reduce__(self) -> Any:
+        # A tool made by @tool at module level pickles by reference (its module and name), as a
+        # function does, so agents and their tools travel to other processes (condukt.ray nodes).
+        fn = self.fn
+        module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+        if module is not None and "<" not in qualname:
+            try:
+                if _tool_by_reference(module, qualname) is self:
+                    return (_tool_by_reference, (module, qualname))
+            except (ImportError, AttributeError):
+                pass
+        raise TypeError(
+            f"@tool {_label(fn)} cannot be pickled: only a tool defined with @tool at module level pickles (by name)"
+        )
+
     @property
     def name(self) -> str:  # type: ignore[override]
         """The function's name, or the ``name`` given to :func:`tool`."""
@@ -390,6 +405,14 @@ def _resolve(module: str, qualname: str) -> Callable[..., Any]:
     for part in qualname.split("."):
         found = getattr(found, part)
     return found.fn if isinstance(found, FunctionTool) else found
+
+
+def _tool_by_reference(module: str, qualname: str) -> Any:
+    """The object ``module.qualname`` (the :class:`FunctionTool` ``@tool`` put there): unpickling a tool."""
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
 
 
 def _call_by_reference(module: str, qualname: str, kwargs: dict[str, Any]) -> Any:
