@@ -79,18 +79,19 @@ def test_aiohttp_app_with_a_wait_for_timeout_that_kills_the_tool(
 
     pid_file = tmp_path / "pid"
     spec = sleeper(pid_file)
+    node_key = web.AppKey("node", Any)
 
     async def node_ctx(app: web.Application) -> Any:
         async with condukt.lifespan.open_app_node() as node:
-            app["node"] = node
+            app[node_key] = node
             yield
 
     async def run(request: web.Request) -> web.Response:
-        agent = await request.app["node"].spawn(condukt.Agent, model=FunctionModel(lambda r: reply("hi there")))
+        agent = await request.app[node_key].spawn(condukt.Agent, model=FunctionModel(lambda r: reply("hi there")))
         return web.json_response({"text": await agent.run("hello")})
 
     async def slow(request: web.Request) -> web.Response:
-        agent = await request.app["node"].spawn(spec.start, **spec.kwargs)
+        agent = await request.app[node_key].spawn(spec.start, **spec.kwargs)
         try:
             await asyncio.wait_for(agent.run("sleep"), 1.0)
         except TimeoutError:
