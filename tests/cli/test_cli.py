@@ -143,14 +143,11 @@ async def test_version() -> None:
 
 
 @contextlib.asynccontextmanager
-async def serving(directory: Path, target: str) -> AsyncIterator[str]:
-    """``condukt serve TARGET --port 0`` in ``directory``: its URL; leaving sends Ctrl-C and expects exit 0."""
+async def listening(args: list[str], first_line: bytes, cwd: Path | None = None) -> AsyncIterator[str]:
+    """``condukt ARGS``: the URL its first line gives (``first_line``: a pattern with one group);
+    leaving sends Ctrl-C and expects exit 0."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "condukt", "serve", target, "--port", "0"],
-        cwd=directory,
-        env=environment(),
-        stdout=-1,
-        stderr=-1,
+        [sys.executable, "-m", "condukt", *args], cwd=cwd, env=environment(), stdout=-1, stderr=-1
     )
     try:
         assert process.stdout is not None
@@ -158,9 +155,9 @@ async def serving(directory: Path, target: str) -> AsyncIterator[str]:
         with trio.fail_after(TIMEOUT):
             while b"\n" not in received:
                 chunk = await process.stdout.receive_some()
-                assert chunk, "serve exited before listening"
+                assert chunk, f"condukt {args[0]} exited before listening"
                 received += chunk
-        match = re.match(rb"serving on (http://127\.0\.0\.1:\d+)\n", received)
+        match = re.match(first_line, received)
         assert match, received
         yield match.group(1).decode()
         process.send_signal(signal.SIGINT)
@@ -170,6 +167,11 @@ async def serving(directory: Path, target: str) -> AsyncIterator[str]:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+def serving(directory: Path, target: str) -> contextlib.AbstractAsyncContextManager[str]:
+    """``condukt serve TARGET --port 0`` in ``directory``: its URL."""
+    return listening(["serve", target, "--port", "0"], rb"serving on (http://127\.0\.0\.1:\d+)\n", directory)
 
 
 async def test_serve_serves_an_asgi_app_until_ctrl_c(tmp_path: Path) -> None:
@@ -371,23 +373,8 @@ async def test_observe_prints_the_page_of_a_running_app() -> None:
 
 
 async def test_observe_without_an_app_serves_a_live_demo_node_until_ctrl_c() -> None:
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "condukt", "observe", "--no-open", "--port", "0", "--token", "t0k"],
-        env=environment(),
-        stdout=-1,
-        stderr=-1,
-    )
-    try:
-        assert process.stdout is not None
-        received = b""
-        with trio.fail_after(TIMEOUT):
-            while b"\n" not in received:
-                chunk = await process.stdout.receive_some()
-                assert chunk, "observe exited before listening"
-                received += chunk
-        match = re.match(rb"observing a demo node at (http://127\.0\.0\.1:\d+/)#token=t0k ", received)
-        assert match, received
-        url = match.group(1).decode()
+    args = ["observe", "--no-open", "--port", "0", "--token", "t0k"]
+    async with listening(args, rb"observing a demo node at (http://127\.0\.0\.1:\d+/)#token=t0k ") as url:
         async with httpx.AsyncClient() as client:
             assert (await client.get(url + "api/snapshot")).status_code == 401
             with trio.fail_after(TIMEOUT):
@@ -399,10 +386,3 @@ async def test_observe_without_an_app_serves_a_live_demo_node_until_ctrl_c() -> 
                         break
                     await trio.sleep(0.1)
         assert {"reviewer-1", "reviewer-2", "reviewer-3", "flaky"} <= set(agents)
-        process.send_signal(signal.SIGINT)
-        with trio.fail_after(TIMEOUT):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest.importorskip("ray", reason="condukt.ray needs the [ray] extra")
+pytest.importorskip("ray", reason="condukt.ray needs the [ray] extra (pip install '.[test]' brings it)")
 
 
 @pytest.fixture(scope="package")

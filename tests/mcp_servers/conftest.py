@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mcp")
+pytest.importorskip("mcp", reason="condukt.mcp needs the [mcp] extra (pip install '.[test]' brings it)")
 
 SERVER = '''
 import os, subprocess, sys

@@ -49,7 +49,7 @@ async def test_a_confined_agent_cannot_touch_another_agents_snapshot(tmp_path: P
 
 
 @pytest.mark.skipif(
-    shutil.which("bwrap") is None or not condukt.sandbox.Bubblewrap.available(), reason="bwrap unavailable"
+    shutil.which("bwrap") is None or not condukt.sandbox.Bubblewrap.available(), reason="bwrap is not installed or cannot make namespaces (Debian: apt-get install bubblewrap)"
 )
 async def test_in_bubblewrap_bash_sees_an_empty_session_directory(tmp_path: Path) -> None:
     (tmp_path / ".condukt" / "sessions").mkdir(parents=True)

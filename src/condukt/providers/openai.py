@@ -121,6 +121,13 @@ PRESETS: dict[str, OpenAIPreset] = {
 _Encoded = tuple[bytes, bytes]  # (the wire message, image parts a tool result adds to a user message)
 
 
+def checked_prompt_cache_key(value: Any) -> str | None:
+    """The ``prompt_cache_key`` option (Chat Completions and the Responses API): ``None`` or a non-empty str."""
+    if value is not None and (not isinstance(value, str) or not value):
+        raise TypeError(f"prompt_cache_key must be a non-empty str, got {value!r}")
+    return value
+
+
 def _data_url(block: ImageBlock) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{block.media_type};base64,{block.data}"}}
 
@@ -244,10 +251,8 @@ class OpenAIModel(HttpModel):
         self.preset = preset or PRESETS["openai"]
         options.setdefault("provider", self.preset.prefix)
         super().__init__(model, **options)
-        if prompt_cache_key is not None and (not isinstance(prompt_cache_key, str) or not prompt_cache_key):
-            raise TypeError(f"prompt_cache_key must be a non-empty str, got {prompt_cache_key!r}")
         #: Sent as ``prompt_cache_key``: requests sharing it are routed to share OpenAI's prompt cache.
-        self.prompt_cache_key = prompt_cache_key
+        self.prompt_cache_key = checked_prompt_cache_key(prompt_cache_key)
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:

@@ -64,6 +64,7 @@ from ._model import ModelRequest
 from ._registry import register_provider
 from ._sse import ServerSentEvent
 from ._wire import WireCache, WireError, array, count, dumps, loads, obj, opt_obj, opt_text, text, tool_arguments
+from .openai import checked_prompt_cache_key
 
 __all__ = ["PROVIDER", "REASONING_EFFORTS", "OpenAIResponsesModel", "openai_responses_model"]
 
@@ -213,10 +214,8 @@ class OpenAIResponsesModel(HttpModel):
     def __init__(self, model: str, *, prompt_cache_key: str | None = None, **options: Any) -> None:
         options.setdefault("provider", PROVIDER)
         super().__init__(model, **options)
-        if prompt_cache_key is not None and (not isinstance(prompt_cache_key, str) or not prompt_cache_key):
-            raise TypeError(f"prompt_cache_key must be a non-empty str, got {prompt_cache_key!r}")
         #: Sent as ``prompt_cache_key``: requests sharing it are routed to share OpenAI's prompt cache.
-        self.prompt_cache_key = prompt_cache_key
+        self.prompt_cache_key = checked_prompt_cache_key(prompt_cache_key)
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
