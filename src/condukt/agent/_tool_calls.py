@@ -90,7 +90,7 @@ async def run_tool_calls(session: Session, run: Run, calls: Sequence[ToolCall]) 
 class _Calls:
     """The calls of one turn and their results."""
 
-    __slots__ = ("calls", "notify", "results", "run", "session", "started")
+    __slots__ = ("calls", "context_tail", "notify", "results", "run", "session", "started")
 
     def __init__(self, session: Session, run: Run, calls: Sequence[ToolCall]) -> None:
         self.session = session
@@ -100,6 +100,9 @@ class _Calls:
         self.started: dict[int, float] = {}
         # Per-call events and hooks cost a little per call: only when someone listens.
         self.notify = session._listened(run) or run.hooks.watches_tools
+        config = session.config
+        # What every call's ToolContext shares after its call id, looked up once per turn.
+        self.context_tail = (config.confine_to_cwd, session.secret_env, run.emit, config.sandbox or DEFAULT_SANDBOX)
 
     async def all(self) -> list[ToolResultMessage]:
         session, run, calls = self.session, self.run, self.calls
@@ -212,19 +215,11 @@ class _Calls:
         elif (problem := tool.validate(call.arguments)) is not None:
             content, is_error = _error(f"invalid arguments for {call.name}: {problem}"), True
         else:
-            context = ToolContext(
-                session.handle,
-                session.cwd,
-                tool.opts,
-                session.id,
-                call.id,
-                session.config.confine_to_cwd,
-                secrets=session.secret_env,
-                emit=self.run.emit,
-                sandbox=session.config.sandbox or DEFAULT_SANDBOX,
-            )
+            # Positional, in ToolContext's field order: (agent, cwd, opts, session_id, tool_call_id, confine, secrets, emit, sandbox).
+            context = ToolContext(session.handle, session.cwd, tool.opts, session.id, call.id, *self.context_tail)
             try:
-                content, is_error = render_result(await tool.call(dict(call.arguments), context)), False
+                value = await tool.call(dict(call.arguments), context)
+                content, is_error = (TextBlock(value),) if type(value) is str else render_result(value), False
             except ToolError as exc:
                 content, is_error = _error(describe(exc)), True
             except BaseException as exc:
@@ -234,7 +229,9 @@ class _Calls:
                 trace = "".join(traceback.format_exception(exc))
                 logger.warning("tool %r raised:\n%s", call.name, session.scrub(trace))
                 content, is_error, crash = _error(f"{type(exc).__name__}: {describe(exc)}"), True, exc
-        result = self._record(index, content, is_error)
+        if session.scrubs:
+            content = session.scrub_blocks(content)
+        result = self.results[index] = ToolResultMessage(call.id, call.name, content, is_error)
         if notify:
             await self._notify_end(index, result, crash)
 
