@@ -120,11 +120,13 @@ class _Calls:
                 if self.notify:
                     await self._started(index)
                 await self._finished(index, answer.content, answer.is_error, None)
-            else:
-                timeout = timeouts.get(call.name, _UNSET)
-                if timeout is _UNSET:
-                    timeout = timeouts[call.name] = timeout_of(session, call)
+                continue
+            timeout = timeouts.get(call.name, _UNSET)
+            if timeout is _UNSET:
+                timeout = timeouts[call.name] = timeout_of(session, call)
                 groups.setdefault(timeout, []).append(index)
+            else:
+                groups[timeout].append(index)
         if run.hooks.gate_tool_call and groups:
             # Gated calls may wait (an approval): each in a task of its own, so
             # the others go on; its timeout starts once the gates let it run.
@@ -218,7 +220,7 @@ class _Calls:
             # Positional, in ToolContext's field order: (agent, cwd, opts, session_id, tool_call_id, confine, secrets, emit, sandbox).
             context = ToolContext(session.handle, session.cwd, tool.opts, session.id, call.id, *self.context_tail)
             try:
-                value = await tool.call(dict(call.arguments), context)
+                value = await tool.call(call.arguments.copy(), context)
                 content, is_error = (TextBlock(value),) if type(value) is str else render_result(value), False
             except ToolError as exc:
                 content, is_error = _error(describe(exc)), True
@@ -262,8 +264,9 @@ class _Calls:
             async with trio.open_nursery() as group:
                 if timeout is not None:
                     group.cancel_scope.deadline = trio.current_time() + timeout
+                start, call = group.start_soon, self._call
                 for index in indices:
-                    group.start_soon(self._call, index)
+                    start(call, index)
         except BaseException as exc:  # aborted: close what started and did not finish
             leaf = exc
             while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
