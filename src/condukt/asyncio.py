@@ -44,13 +44,14 @@ written for both, not a trio library called from asyncio).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import functools
 import inspect
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any
 
@@ -80,11 +81,102 @@ def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
         future.set_exception(exc)
 
 
+class _Call:
+    """One call from asyncio into trio: what to run, where its answer goes, how to cancel it."""
+
+    __slots__ = ("args", "cancelled", "finished", "fn", "future", "kwargs", "loop", "scope", "settled")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        self.loop = loop
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.scope: trio.CancelScope | None = None
+        self.cancelled = False  # the asyncio caller left: the trio side is to stop
+        self.finished = False  # the trio side has ended (set on the asyncio loop's thread)
+        self.settled: asyncio.Future[None] | None = None  # made only when a cancelled caller waits for the end
+
+    def cancel(self) -> None:
+        """In trio: stop the call if it runs (one that has not started never will)."""
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+def _finish(call: _Call, value: Any, error: BaseException | None) -> None:
+    """On the asyncio loop: the trio side of ``call`` ended with ``value`` or ``error``."""
+    call.finished = True
+    future = call.future
+    if not future.done():
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+    if call.settled is not None and not call.settled.done():
+        call.settled.set_result(None)
+
+
+class _InContext:
+    """Await ``awaitable`` with each of its steps run in ``context``.
+
+    A task that lingers runs the next call itself (no new task, no extra
+    tick); this keeps that call's context variables its own, as if it had
+    a task of its own.
+    """
+
+    __slots__ = ("awaitable", "context")
+
+    def __init__(self, awaitable: Awaitable[Any], context: contextvars.Context) -> None:
+        self.awaitable = awaitable
+        self.context = context
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self.awaitable.__await__()
+        run = self.context.run
+        send: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                yielded = run(steps.send, send) if error is None else run(steps.throw, error)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                send = yield yielded
+                error = None
+            except BaseException as exc:  # noqa: BLE001  # handed on to the awaitable, as await does
+                send, error = None, exc
+
+
+#: Guest ticks trio stays runnable after it answered a call, so that a next call
+#: made right away enters trio on the loop's thread instead of waking trio's
+#: I/O-wait thread (see :meth:`_Guest.linger`).
+LINGER_TICKS = 3
+
+
 class _Guest:
-    """One trio guest run on one asyncio loop, shared by the nodes opened on it."""
+    """One trio guest run on one asyncio loop, shared by the nodes opened on it.
+
+    Calls from asyncio queue up in ``pending``; trio starts a task for each
+    (``drain``). An idle guest run waits for I/O in a worker thread, so
+    waking it costs two thread hand-offs (asyncio to that thread, which then
+    schedules trio's next tick back on the loop). After answering a call trio
+    therefore lingers for ``LINGER_TICKS`` ticks with a task that only
+    yields (:meth:`linger`): a call issued meanwhile (the next call of a
+    sequential loop, a burst) is picked up on the loop's thread with no
+    wake-up at all. Measured in ``benchmarks/embedding.py`` (docs/benchmarks.md):
+    the hand-offs cost more CPU than a whole agent run.
+    """
 
     #: Whether trio runs in a thread of its own (:class:`_ThreadHost`) rather than as a guest.
     threaded = False
+    #: Whether a task that answered a call stays runnable for a few ticks (:meth:`linger`).
+    lingers = True
 
     _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Guest] = weakref.WeakKeyDictionary()
 
@@ -95,6 +187,11 @@ class _Guest:
         self.nursery: trio.Nursery | None = None
         self.started: asyncio.Future[None] = loop.create_future()
         self.finished: asyncio.Future[None] = loop.create_future()
+        self.pending: collections.deque[_Call] = collections.deque()
+        self.kicked = False  # a drain is queued with trio's token
+        self.hot = False  # a task lingers in trio and drains ``pending`` on its own
+        self.linger_left = 0
+        self.context: contextvars.Context | None = None  # the context each call's run starts from
 
     @classmethod
     async def acquire(cls) -> _Guest:
@@ -152,50 +249,114 @@ class _Guest:
         """From trio's side, run sync ``fn(*args)`` on the asyncio ``loop`` (at once: a guest shares its thread)."""
         fn(*args)
 
-    async def call(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
-        """Await trio's ``fn(*args, **kwargs)`` from asyncio; see the module for cancellation."""
-        loop = asyncio.get_running_loop()
-        result: asyncio.Future[Any] = loop.create_future()
-        settled: asyncio.Future[None] = loop.create_future()
-        scopes: list[trio.CancelScope] = []
-        deliver = self.deliver
+    def submit(self, call: _Call) -> None:
+        """From asyncio: queue ``call`` for trio, waking trio unless a lingering task will see it."""
+        self.pending.append(call)
+        if not self.hot and not self.kicked:
+            self.kicked = True
+            self.call_soon(self.kicked_drain)
 
-        async def body() -> None:
-            with trio.CancelScope() as scope:
-                scopes.append(scope)
-                if result.cancelled():
-                    scope.cancel()
-                try:
-                    value = await fn(*args, **kwargs)
-                except trio.Cancelled:
-                    stopped = RuntimeError("condukt's trio run was stopped during the call")
-                    deliver(loop, _set_exception, result, stopped)
-                    raise
-                except BaseException as exc:
-                    deliver(loop, _set_exception, result, exc)
-                else:
-                    deliver(loop, _set_result, result, value)
-                finally:
-                    deliver(loop, _set_result, settled, None)
+    def kicked_drain(self) -> None:
+        """In trio, through the token: start what asyncio queued."""
+        self.kicked = False
+        self.drain()
 
-        def start() -> None:
-            if self.nursery is None or self.nursery.cancel_scope.cancel_called:
-                deliver(loop, _set_exception, result, RuntimeError("the node is closed"))
-                deliver(loop, _set_result, settled, None)
+    def drain(self) -> None:
+        """In trio: start a task for each queued call (or refuse them all once the node is closing)."""
+        pending = self.pending
+        nursery = self.nursery
+        if nursery is None or nursery.cancel_scope.cancel_called:
+            while pending:
+                call = pending.popleft()
+                self.deliver(call.loop, _finish, call, None, RuntimeError("the node is closed"))
+            return
+        if self.context is None:
+            self.context = contextvars.copy_context()  # trio's (the first drain runs from its token)
+        while pending:
+            call = pending.popleft()
+            if call.cancelled:  # the caller left before trio saw it: nothing to stop
+                self.deliver(call.loop, _finish, call, None, None)
+            else:
+                self.context.run(nursery.start_soon, self.body, call)
+
+    async def body(self, call: _Call) -> None:
+        """The trio task of one call; then, in guest mode, it may linger and run the next ones."""
+        await self.run_call(call, None)
+        while self.lingers:
+            next_call = await self.linger()
+            if next_call is None:
                 return
-            self.nursery.start_soon(body)
+            await self.run_call(next_call, self.context)
 
-        def cancel_trio_side(future: asyncio.Future[Any]) -> None:
-            if future.cancelled():
-                self.call_soon(lambda: [scope.cancel() for scope in scopes])
+    async def run_call(self, call: _Call, context: contextvars.Context | None) -> None:
+        """Run ``call`` in this task (in a fresh copy of ``context`` if given) and deliver its outcome."""
+        deliver = self.deliver
+        with trio.CancelScope() as scope:
+            call.scope = scope
+            if call.cancelled:
+                scope.cancel()
+            try:
+                if context is None:
+                    value = call.fn(*call.args, **call.kwargs)
+                    if inspect.isawaitable(value):
+                        value = await value
+                else:
+                    context = context.copy()
+                    value = context.run(call.fn, *call.args, **call.kwargs)
+                    if inspect.isawaitable(value):
+                        value = await _InContext(value, context)
+            except trio.Cancelled:
+                stopped = RuntimeError("condukt's trio run was stopped during the call")
+                deliver(call.loop, _finish, call, None, stopped)
+                raise
+            except BaseException as exc:
+                deliver(call.loop, _finish, call, None, exc)
+            else:
+                deliver(call.loop, _finish, call, value, None)
 
-        result.add_done_callback(cancel_trio_side)
-        self.call_soon(start)
+    async def linger(self) -> _Call | None:
+        """After an answer: stay runnable for ``LINGER_TICKS`` ticks; returns a call made meanwhile, if any.
+
+        One task lingers at a time (a later answer only refills its count).
+        Each tick is one plain checkpoint, so trio's next tick is scheduled on
+        the loop (``call_soon``) rather than in trio's I/O-wait thread, and a
+        call queued meanwhile is taken without waking anything (the others
+        queued with it get tasks of their own). When the count runs out the
+        run goes idle as before: an idle node burns nothing.
+        """
+        self.linger_left = LINGER_TICKS
+        if self.hot:
+            return None
+        self.hot = True
+        pending = self.pending
         try:
-            return await result
+            while self.linger_left > 0:
+                self.linger_left -= 1
+                await trio.lowlevel.checkpoint()
+                if pending:
+                    return pending.popleft()
+            return None
+        finally:
+            self.hot = False  # from here asyncio wakes trio for its calls
+            if pending:
+                self.drain()
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Await trio's ``fn(*args, **kwargs)`` from asyncio; see the module for cancellation.
+
+        ``fn`` is called inside trio's run; if it returns an awaitable, that is awaited there.
+        """
+        call = _Call(asyncio.get_running_loop(), fn, args, kwargs)
+        self.submit(call)
+        try:
+            return await call.future
         except asyncio.CancelledError:
-            # The trio side is being cancelled: wait until it has cleaned up.
-            await asyncio.shield(settled)
+            call.cancelled = True
+            if not call.finished:
+                # The trio side is being cancelled: wait until it has cleaned up.
+                call.settled = call.loop.create_future()
+                self.call_soon(call.cancel)
+                await asyncio.shield(call.settled)
             raise
 
 
@@ -209,6 +370,7 @@ class _ThreadHost(_Guest):
     """
 
     threaded = True
+    lingers = False  # trio has a thread of its own: waking it costs the same whether or not it lingers
     _shared: _ThreadHost | None = None
     _lock = threading.Lock()
 
@@ -218,6 +380,11 @@ class _ThreadHost(_Guest):
         self.nursery: trio.Nursery | None = None
         self.ready = threading.Event()
         self.closing = False
+        self.pending = collections.deque()
+        self.kicked = False
+        self.hot = False
+        self.linger_left = 0
+        self.context = None
         self.thread = threading.Thread(target=self._run, name="condukt-trio", daemon=True)
 
     @classmethod
@@ -262,6 +429,12 @@ class _ThreadHost(_Guest):
         with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits any more
             loop.call_soon_threadsafe(fn, *args)
 
+    def submit(self, call: _Call) -> None:
+        """From any loop's thread: queue ``call`` and wake trio's thread (one drain queued at a time)."""
+        self.pending.append(call)
+        assert self.token is not None
+        self.token.run_sync_soon(self.drain, idempotent=True)
+
 
 def _wrap(guest: _Guest, value: Any) -> Any:
     if isinstance(value, otp.Node):
@@ -286,14 +459,10 @@ class _Proxy:
 
         @functools.wraps(value)
         async def bridged(*args: Any, **kwargs: Any) -> Any:
-            async def inside() -> Any:
-                outcome_value = value(*args, **kwargs)
-                if inspect.isawaitable(outcome_value):
-                    outcome_value = await outcome_value
-                return outcome_value
+            return _wrap(guest, await guest.call(value, *args, **kwargs))
 
-            return _wrap(guest, await guest.call(inside))
-
+        if inspect.ismethod(value) and value.__self__ is self._inner:
+            self.__dict__[name] = bridged  # a method of the inner object: later look-ups skip __getattr__
         return bridged
 
     def __repr__(self) -> str:
