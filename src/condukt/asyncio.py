@@ -30,9 +30,11 @@ tool subprocesses are killed), exactly as when a trio caller is cancelled.
 An exception on the trio side arrives as the same exception on asyncio;
 ``trio.Cancelled`` never does.
 
-Why guest mode and not a thread: calls stay on the loop's thread (no
-thread hop per call, no locks), and trio's cancellation maps onto asyncio's
-task cancellation. Where guest mode cannot be used (a loop per request),
+Why guest mode and not a thread: calls run on the loop's thread (no
+locks), and trio's cancellation maps onto asyncio's task cancellation. An
+idle guest run waits for I/O in a worker thread, so waking it costs two
+thread hand-offs; trio stays runnable for ``LINGER_TICKS`` turns of the loop
+after each answer, so that a call made right away does not have to wake it. Where guest mode cannot be used (a loop per request),
 ``open_node(thread=True)`` runs trio in a thread of its own instead, with
 the same API and cancellation; its nodes serve every loop of the process.
 The bridge is hand-written because no well-kept package
