@@ -289,49 +289,50 @@ class _Guest:
 
         One cancel scope serves every call the task runs (entering a scope per
         call cost a quarter of a bare call's round trip): a call is cancelled
-        through it only while it runs, and the task ends after a cancelled call.
+        through it only while it runs, and the task ends after a cancelled
+        call. A call after the first runs in a fresh copy of the context the
+        first started from.
         """
+        deliver = self.deliver
+        context: contextvars.Context | None = None
         with trio.CancelScope() as scope:
-            context = None
             while True:
-                await self.run_call(call, scope, context)
+                call.scope = scope
+                if call.cancelled:
+                    scope.cancel()
+                try:
+                    if context is None:
+                        value = call.fn(*call.args, **call.kwargs)
+                        if inspect.isawaitable(value):
+                            value = await value
+                    else:
+                        context = context.copy()
+                        value = context.run(call.fn, *call.args, **call.kwargs)
+                        if inspect.isawaitable(value):
+                            value = await _InContext(value, context)
+                except trio.Cancelled:
+                    call.scope = None
+                    stopped = RuntimeError("condukt's trio run was stopped during the call")
+                    deliver(call.loop, _finish, call, None, stopped)
+                    raise
+                except BaseException as exc:
+                    call.scope = None
+                    deliver(call.loop, _finish, call, None, exc)
+                else:
+                    call.scope = None
+                    deliver(call.loop, _finish, call, value, None)
                 if scope.cancel_called or not self.lingers:
+                    return
+                self.linger_left = LINGER_TICKS
+                if self.hot:  # another task lingers: the refilled count is its
                     return
                 next_call = await self.linger()
                 if next_call is None:
                     return
                 call, context = next_call, self.context
 
-    async def run_call(self, call: _Call, scope: trio.CancelScope, context: contextvars.Context | None) -> None:
-        """Run ``call`` in this task (in a fresh copy of ``context`` if given) and deliver its outcome."""
-        deliver = self.deliver
-        call.scope = scope
-        if call.cancelled:
-            scope.cancel()
-        try:
-            if context is None:
-                value = call.fn(*call.args, **call.kwargs)
-                if inspect.isawaitable(value):
-                    value = await value
-            else:
-                context = context.copy()
-                value = context.run(call.fn, *call.args, **call.kwargs)
-                if inspect.isawaitable(value):
-                    value = await _InContext(value, context)
-        except trio.Cancelled:
-            call.scope = None
-            stopped = RuntimeError("condukt's trio run was stopped during the call")
-            deliver(call.loop, _finish, call, None, stopped)
-            raise
-        except BaseException as exc:
-            call.scope = None
-            deliver(call.loop, _finish, call, None, exc)
-        else:
-            call.scope = None
-            deliver(call.loop, _finish, call, value, None)
-
     async def linger(self) -> _Call | None:
-        """After an answer: stay runnable for ``LINGER_TICKS`` ticks; returns a call made meanwhile, if any.
+        """After an answer: stay runnable for ``linger_left`` ticks; returns a call made meanwhile, if any.
 
         One task lingers at a time (a later answer only refills its count).
         Each tick is one plain checkpoint, so trio's next tick is scheduled on
@@ -340,9 +341,6 @@ class _Guest:
         queued with it get tasks of their own). When the count runs out the
         run goes idle as before: an idle node burns nothing.
         """
-        self.linger_left = LINGER_TICKS
-        if self.hot:
-            return None
         self.hot = True
         pending = self.pending
         try:
