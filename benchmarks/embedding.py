@@ -117,8 +117,10 @@ async def _remove_instrument(instrument: trio.abc.Instrument) -> None:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    print(f"embedding, {datetime.date.today()}, condukt {condukt.__version__}, Python {sys.version.split()[0]}, "
-          f"trio {trio.__version__}; N={n}, best of 3")
+    print(
+        f"embedding, {datetime.date.today()}, condukt {condukt.__version__}, Python {sys.version.split()[0]}, "
+        f"trio {trio.__version__}; N={n}, best of 3"
+    )
     best_trio = [float("inf")] * 2
     best_asyncio = [float("inf")] * 2
     best_thread = [float("inf")] * 2
@@ -131,12 +133,16 @@ def main() -> None:
         best_thread = [min(x, y) for x, y in zip(best_thread, th, strict=True)]
     for label, index in (("one agent, runs one after another", 0), (f"{n} agents, one run each, at once", 1)):
         tr, asy, thr = best_trio[index] * 1e6, best_asyncio[index] * 1e6, best_thread[index] * 1e6
-        print(f"  {label:<36} trio {tr:7.1f} µs   asyncio {asy:7.1f} µs   {asy / tr:.2f}×"
-              f"   thread-backed {thr:7.1f} µs   {thr / tr:.2f}×")
+        print(
+            f"  {label:<36} trio {tr:7.1f} µs   asyncio {asy:7.1f} µs   {asy / tr:.2f}×"
+            f"   thread-backed {thr:7.1f} µs   {thr / tr:.2f}×"
+        )
     costs = [asyncio.run(linger_cost()) for _ in range(3)]
     ticks, tick = min(c[0] for c in costs), min(c[1] for c in costs)
-    print(f"  an answer nobody follows up: trio lingers {ticks:.1f} ticks × {tick * 1e6:.1f} µs per guest tick"
-          f" = {ticks * tick * 1e6:.1f} µs of CPU, then waits idle")
+    print(
+        f"  an answer nobody follows up: trio lingers {ticks:.1f} ticks × {tick * 1e6:.1f} µs per guest tick"
+        f" = {ticks * tick * 1e6:.1f} µs of CPU, then waits idle"
+    )
 
 
 if __name__ == "__main__":

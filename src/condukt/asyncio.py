@@ -33,8 +33,9 @@ An exception on the trio side arrives as the same exception on asyncio;
 Why guest mode and not a thread: calls run on the loop's thread (no
 locks), and trio's cancellation maps onto asyncio's task cancellation. An
 idle guest run waits for I/O in a worker thread, so waking it costs two
-thread hand-offs; trio stays runnable for ``LINGER_TICKS`` turns of the loop
-after each answer, so that a call made right away does not have to wake it. Where guest mode cannot be used (a loop per request),
+thread hand-offs; trio stays runnable for ``LINGER_TICKS`` turns of the
+loop after each answer, so that a call made right away does not have to
+wake it. Where guest mode cannot be used (a loop per request),
 ``open_node(thread=True)`` runs trio in a thread of its own instead, with
 the same API and cancellation; its nodes serve every loop of the process.
 The bridge is hand-written because no well-kept package
@@ -258,8 +259,8 @@ class _Guest:
         """From asyncio: queue ``call`` for trio, waking trio unless a lingering task will see it."""
         self.pending.append(call)
         if not self.hot and not self.kicked:
+            self.call_soon(self.kicked_drain)  # raises RunFinishedError once trio's run is over
             self.kicked = True
-            self.call_soon(self.kicked_drain)
 
     def kicked_drain(self) -> None:
         """In trio, through the token: start what asyncio queued."""
