@@ -373,8 +373,9 @@ class _Guest:
             if not call.finished:
                 # The trio side is being cancelled: wait until it has cleaned up.
                 call.settled = call.loop.create_future()
-                self.call_soon(call.cancel)
-                await asyncio.shield(call.settled)
+                with contextlib.suppress(trio.RunFinishedError):  # trio's run is over: nothing left to stop
+                    self.call_soon(call.cancel)
+                    await asyncio.shield(call.settled)
             raise
 
 

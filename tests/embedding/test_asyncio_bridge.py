@@ -378,3 +378,24 @@ def test_a_call_cancelled_on_asyncio_leaves_the_calls_after_it_alone(mode: str) 
 async def _echo(value: str) -> str:
     await trio.lowlevel.checkpoint()
     return value
+
+
+def test_a_node_used_after_its_block_raises_every_time(mode: str) -> None:
+    async def main() -> list[str]:
+        async with ca.open_node() as node:
+            assert await node.whereis("nobody") is None
+        raised = []
+        for _ in range(3):
+            task = asyncio.ensure_future(node.whereis("nobody"))
+            for _ in range(3):
+                await asyncio.sleep(0)
+            if task.done():
+                raised.append(type(task.exception()).__name__)
+            else:  # a call nobody will ever answer
+                task.cancel()
+                raised.append("still waiting")
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return raised
+
+    assert asyncio.run(main()) == ["RunFinishedError"] * 3
