@@ -550,7 +550,15 @@ class Stream:
         self._kwargs = kwargs
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._inner: Any = None
-        self._credits: trio.Semaphore | None = None
+        # Events handed to asyncio and events it has read: the run waits while
+        # STREAM_BUFFER are unread. Reading wakes trio only if the run waits
+        # (``_blocked``): not once per event, which cost a wake-up of an idle
+        # trio (two thread hand-offs) per event. The lock makes the check and
+        # the wait one step for thread-backed nodes.
+        self._sent = 0
+        self._read = 0
+        self._blocked: trio.Event | None = None
+        self._lock = threading.Lock()
         self._pump: asyncio.Task[Any] | None = None
         self._delivered: BaseException | None = None  # an error already raised to the reader
 
@@ -561,7 +569,6 @@ class Stream:
         put = self._queue.put_nowait
 
         async def pump() -> None:
-            self._credits = trio.Semaphore(STREAM_BUFFER)
             announced = False
             try:
                 async with self._handle.stream(*self._args, **self._kwargs) as events:
@@ -569,7 +576,7 @@ class Stream:
                     announced = True
                     deliver(loop, _set_result, ready, None)
                     async for event in events:
-                        await self._credits.acquire()
+                        await self._room()
                         deliver(loop, put, event)
             except BaseException as exc:
                 if not announced:
@@ -600,10 +607,22 @@ class Stream:
         if isinstance(item, _Raise):
             self._delivered = item.exc
             raise item.exc
-        credits = self._credits
-        if credits is not None:
-            self._guest.call_soon(credits.release)
+        with self._lock:
+            self._read += 1
+            blocked, self._blocked = self._blocked, None
+        if blocked is not None:
+            self._guest.call_soon(blocked.set)
         return item
+
+    async def _room(self) -> None:
+        """In trio: wait until fewer than STREAM_BUFFER events are unread, then count one more sent."""
+        while True:
+            with self._lock:
+                if self._sent - self._read < STREAM_BUFFER:
+                    self._sent += 1
+                    return
+                self._blocked = blocked = trio.Event()
+            await blocked.wait()
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

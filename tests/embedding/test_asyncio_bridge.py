@@ -23,6 +23,8 @@ from web.helpers import uvicorn_server  # tests/ is on sys.path: its packages im
 
 import condukt
 import condukt.asyncio as ca
+from condukt.events import TextDelta
+from condukt.messages import AssistantMessage, TextBlock, Usage
 from condukt.providers import ProviderUnavailable
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
@@ -399,3 +401,39 @@ def test_a_node_used_after_its_block_raises_every_time(mode: str) -> None:
         return raised
 
     assert asyncio.run(main()) == ["RunFinishedError"] * 3
+
+
+class _Chatty:
+    """A model that emits ``count`` text deltas as fast as the stream takes them, counting them."""
+
+    name = "chatty"
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.emitted = 0
+
+    async def complete(self, request: Any, emit: Any) -> AssistantMessage:
+        for _ in range(self.count):
+            await emit(TextDelta("w "))
+            self.emitted += 1
+        return AssistantMessage((TextBlock("w " * self.count),), Usage(1, 1), "end_turn")
+
+
+def test_a_stream_holds_the_run_back_while_asyncio_does_not_read(mode: str) -> None:
+    async def main() -> tuple[int, int]:
+        model = _Chatty(2000)
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=model)
+            async with agent.stream("go") as events:
+                kinds = [type(await events.__anext__()).__name__]
+                held, still = -1, 0
+                while still < 20:  # until the run has stopped making progress
+                    await asyncio.sleep(0.001)
+                    held, still = model.emitted, still + 1 if model.emitted == held else 0
+                kinds += [type(event).__name__ async for event in events]
+            return held, kinds.count("TextDelta")
+
+    held, deltas = asyncio.run(main())
+    assert deltas == 2000
+    # The run waits with at most this bridge's buffer and the agent's own one full.
+    assert ca.STREAM_BUFFER <= held <= ca.STREAM_BUFFER + condukt.agent.STREAM_BUFFER + 8
