@@ -10,7 +10,8 @@ one run each, all at once); the ratio asyncio / trio is the bridge's cost.
 Target (issue 12): at most 1.2x at 1 and at 1,000 concurrent. The
 thread-backed mode (``open_node(thread=True)``) is measured the same way.
 
-Last, the price of guest mode's lingering (trio stays runnable for a few
+Then a streamed run of 1,000 text deltas read as they come, CPU per event,
+the same three ways. Last, the price of guest mode's lingering (trio stays runnable for a few
 ticks after each answer, so that a next call made right away does not have
 to wake it): the ticks an answer nobody follows up costs (counted with a
 trio instrument) times the CPU of one guest tick (measured here).
@@ -31,6 +32,45 @@ from agent_loop import OPTIONS, TwoTurns
 
 import condukt
 import condukt.asyncio as ca
+from condukt.events import TextDelta
+from condukt.messages import AssistantMessage, TextBlock, Usage
+
+DELTAS = 1000
+
+
+class Chatty:
+    """A model that streams ``DELTAS`` text deltas, then answers."""
+
+    name = "chatty"
+
+    async def complete(self, request: condukt.ModelRequest, emit: Any) -> AssistantMessage:
+        for _ in range(DELTAS):
+            await emit(TextDelta("w "))
+        return AssistantMessage((TextBlock("w " * DELTAS),), Usage(1, 1), "end_turn")
+
+
+async def stream_cost(node: Any) -> float:
+    """CPU per event of a streamed run on ``node``, read to the end."""
+    agent = await node.spawn(condukt.Agent, model=Chatty())
+    best = float("inf")
+    for _ in range(3):
+        cpu = time.process_time()
+        async with agent.stream("go") as events:
+            async for _event in events:
+                pass
+        best = min(best, (time.process_time() - cpu) / DELTAS)
+        await agent.clear()
+    return best
+
+
+async def trio_stream() -> float:
+    async with condukt.open_node() as node:
+        return await stream_cost(node)
+
+
+async def asyncio_stream(thread: bool = False) -> float:
+    async with ca.open_node(thread=thread) as node:
+        return await stream_cost(node)
 
 
 async def measure(node: Any, n: int, run_all: Callable[[list[Any]], Awaitable[None]]) -> tuple[float, float]:
@@ -137,6 +177,14 @@ def main() -> None:
             f"  {label:<36} trio {tr:7.1f} µs   asyncio {asy:7.1f} µs   {asy / tr:.2f}×"
             f"   thread-backed {thr:7.1f} µs   {thr / tr:.2f}×"
         )
+    streams = [
+        (trio.run(trio_stream), asyncio.run(asyncio_stream()), asyncio.run(asyncio_stream(True))) for _ in range(3)
+    ]
+    tr, asy, thr = (min(each[i] for each in streams) * 1e6 for i in range(3))
+    print(
+        f"  {'a streamed run, per event':<36} trio {tr:7.1f} µs   asyncio {asy:7.1f} µs   {asy / tr:.2f}×"
+        f"   thread-backed {thr:7.1f} µs   {thr / tr:.2f}×"
+    )
     costs = [asyncio.run(linger_cost()) for _ in range(3)]
     ticks, tick = min(c[0] for c in costs), min(c[1] for c in costs)
     print(
