@@ -611,7 +611,8 @@ class Stream:
             self._read += 1
             blocked, self._blocked = self._blocked, None
         if blocked is not None:
-            self._guest.call_soon(blocked.set)
+            with contextlib.suppress(trio.RunFinishedError):  # trio's run is over: nobody waits for room
+                self._guest.call_soon(blocked.set)
         return item
 
     async def _room(self) -> None:
