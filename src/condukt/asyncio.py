@@ -30,9 +30,12 @@ tool subprocesses are killed), exactly as when a trio caller is cancelled.
 An exception on the trio side arrives as the same exception on asyncio;
 ``trio.Cancelled`` never does.
 
-Why guest mode and not a thread: calls stay on the loop's thread (no
-thread hop per call, no locks), and trio's cancellation maps onto asyncio's
-task cancellation. Where guest mode cannot be used (a loop per request),
+Why guest mode and not a thread: calls run on the loop's thread (no
+locks), and trio's cancellation maps onto asyncio's task cancellation. An
+idle guest run waits for I/O in a worker thread, so waking it costs two
+thread hand-offs; trio stays runnable for ``LINGER_TICKS`` turns of the
+loop after each answer, so that a call made right away does not have to
+wake it. Where guest mode cannot be used (a loop per request),
 ``open_node(thread=True)`` runs trio in a thread of its own instead, with
 the same API and cancellation; its nodes serve every loop of the process.
 The bridge is hand-written because no well-kept package
@@ -44,13 +47,14 @@ written for both, not a trio library called from asyncio).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import functools
 import inspect
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any
 
@@ -80,11 +84,105 @@ def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
         future.set_exception(exc)
 
 
+class _Call:
+    """One call from asyncio into trio: what to run, where its answer goes, how to cancel it."""
+
+    __slots__ = ("args", "cancelled", "finished", "fn", "future", "kwargs", "loop", "scope", "settled")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        self.loop = loop
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.scope: trio.CancelScope | None = None  # the running task's scope, while the call runs
+        self.cancelled = False  # the asyncio caller left: the trio side is to stop
+        self.finished = False  # the trio side has ended (set on the asyncio loop's thread)
+        self.settled: asyncio.Future[None] | None = None  # made only when a cancelled caller waits for the end
+
+    def cancel(self) -> None:
+        """In trio: stop the call if it runs (one that has not started never will; one that ended is left)."""
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+def _finish(call: _Call, value: Any, error: BaseException | None) -> None:
+    """On the asyncio loop: the trio side of ``call`` ended with ``value`` or ``error``."""
+    call.finished = True
+    future = call.future
+    if not future.done():
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+    if call.settled is not None and not call.settled.done():
+        call.settled.set_result(None)
+
+
+class _InContext:
+    """Await ``awaitable`` with each of its steps run in ``context``.
+
+    A task that lingers runs the next call itself (no new task, no extra
+    tick); this keeps that call's context variables its own, as if it had
+    a task of its own.
+    """
+
+    __slots__ = ("awaitable", "context")
+
+    def __init__(self, awaitable: Awaitable[Any], context: contextvars.Context) -> None:
+        self.awaitable = awaitable
+        self.context = context
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self.awaitable.__await__()
+        run = self.context.run
+        send: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                yielded = run(steps.send, send) if error is None else run(steps.throw, error)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                send = yield yielded
+                error = None
+            except BaseException as exc:  # noqa: BLE001  # handed on to the awaitable, as await does
+                send, error = None, exc
+
+
+#: Guest ticks trio stays runnable after it answered a call, so that a next call
+#: made right away enters trio on the loop's thread instead of waking trio's
+#: I/O-wait thread (see :meth:`_Guest.linger`). A call awaited directly (or
+#: under ``asyncio.timeout``) comes back within 1 tick; through a task of its
+#: own (``create_task``, ``gather``, Python 3.11's ``wait_for``) within 3-4.
+#: Each tick nobody uses costs about 10 µs of CPU; 0 turns lingering off.
+LINGER_TICKS = 4
+
+
 class _Guest:
-    """One trio guest run on one asyncio loop, shared by the nodes opened on it."""
+    """One trio guest run on one asyncio loop, shared by the nodes opened on it.
+
+    Calls from asyncio queue up in ``pending``; trio starts a task for each
+    (``drain``). An idle guest run waits for I/O in a worker thread, so
+    waking it costs two thread hand-offs (asyncio to that thread, which then
+    schedules trio's next tick back on the loop). After answering a call trio
+    therefore lingers for ``LINGER_TICKS`` ticks with a task that only
+    yields (:meth:`linger`): a call issued meanwhile (the next call of a
+    sequential loop, a burst) is picked up on the loop's thread with no
+    wake-up at all. Measured in ``benchmarks/embedding.py`` (docs/benchmarks.md):
+    the hand-offs cost more CPU than a whole agent run.
+    """
 
     #: Whether trio runs in a thread of its own (:class:`_ThreadHost`) rather than as a guest.
     threaded = False
+    #: Whether a task that answered a call stays runnable for a few ticks (:meth:`linger`).
+    lingers = True
 
     _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Guest] = weakref.WeakKeyDictionary()
 
@@ -95,6 +193,11 @@ class _Guest:
         self.nursery: trio.Nursery | None = None
         self.started: asyncio.Future[None] = loop.create_future()
         self.finished: asyncio.Future[None] = loop.create_future()
+        self.pending: collections.deque[_Call] = collections.deque()
+        self.kicked = False  # a drain is queued with trio's token
+        self.hot = False  # a task lingers in trio and drains ``pending`` on its own
+        self.linger_left = 0
+        self.context: contextvars.Context | None = None  # the context each call's run starts from
 
     @classmethod
     async def acquire(cls) -> _Guest:
@@ -152,50 +255,127 @@ class _Guest:
         """From trio's side, run sync ``fn(*args)`` on the asyncio ``loop`` (at once: a guest shares its thread)."""
         fn(*args)
 
-    async def call(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
-        """Await trio's ``fn(*args, **kwargs)`` from asyncio; see the module for cancellation."""
-        loop = asyncio.get_running_loop()
-        result: asyncio.Future[Any] = loop.create_future()
-        settled: asyncio.Future[None] = loop.create_future()
-        scopes: list[trio.CancelScope] = []
-        deliver = self.deliver
+    def submit(self, call: _Call) -> None:
+        """From asyncio: queue ``call`` for trio, waking trio unless a lingering task will see it."""
+        self.pending.append(call)
+        if not self.hot and not self.kicked:
+            self.call_soon(self.kicked_drain)  # raises RunFinishedError once trio's run is over
+            self.kicked = True
 
-        async def body() -> None:
-            with trio.CancelScope() as scope:
-                scopes.append(scope)
-                if result.cancelled():
+    def kicked_drain(self) -> None:
+        """In trio, through the token: start what asyncio queued."""
+        self.kicked = False
+        self.drain()
+
+    def drain(self) -> None:
+        """In trio: start a task for each queued call (or refuse them all once the node is closing)."""
+        pending = self.pending
+        nursery = self.nursery
+        if nursery is None or nursery.cancel_scope.cancel_called:
+            while pending:
+                call = pending.popleft()
+                self.deliver(call.loop, _finish, call, None, RuntimeError("the node is closed"))
+            return
+        if self.context is None:
+            self.context = contextvars.copy_context()  # trio's (the first drain runs from its token)
+        while pending:
+            call = pending.popleft()
+            if call.cancelled:  # the caller left before trio saw it: nothing to stop
+                self.deliver(call.loop, _finish, call, None, None)
+            else:
+                self.context.run(nursery.start_soon, self.body, call)
+
+    async def body(self, call: _Call) -> None:
+        """The trio task of one call; then, in guest mode, it may linger and run the next ones.
+
+        One cancel scope serves every call the task runs (entering a scope per
+        call cost a quarter of a bare call's round trip): a call is cancelled
+        through it only while it runs, and the task ends after a cancelled
+        call. A call after the first runs in a fresh copy of the context the
+        first started from.
+        """
+        deliver = self.deliver
+        context: contextvars.Context | None = None
+        with trio.CancelScope() as scope:
+            while True:
+                call.scope = scope
+                if call.cancelled:
                     scope.cancel()
                 try:
-                    value = await fn(*args, **kwargs)
+                    if context is None:
+                        value = call.fn(*call.args, **call.kwargs)
+                        if inspect.isawaitable(value):
+                            value = await value
+                    else:
+                        context = context.copy()
+                        value = context.run(call.fn, *call.args, **call.kwargs)
+                        if inspect.isawaitable(value):
+                            value = await _InContext(value, context)
                 except trio.Cancelled:
+                    call.scope = None
                     stopped = RuntimeError("condukt's trio run was stopped during the call")
-                    deliver(loop, _set_exception, result, stopped)
+                    deliver(call.loop, _finish, call, None, stopped)
                     raise
                 except BaseException as exc:
-                    deliver(loop, _set_exception, result, exc)
+                    call.scope = None
+                    deliver(call.loop, _finish, call, None, exc)
                 else:
-                    deliver(loop, _set_result, result, value)
-                finally:
-                    deliver(loop, _set_result, settled, None)
+                    call.scope = None
+                    deliver(call.loop, _finish, call, value, None)
+                if scope.cancel_called or not self.lingers:
+                    return
+                self.linger_left = LINGER_TICKS
+                if self.hot:  # another task lingers: the refilled count is its
+                    return
+                next_call = await self.linger()
+                if next_call is None:
+                    return
+                call, context = next_call, self.context
 
-        def start() -> None:
-            if self.nursery is None or self.nursery.cancel_scope.cancel_called:
-                deliver(loop, _set_exception, result, RuntimeError("the node is closed"))
-                deliver(loop, _set_result, settled, None)
-                return
-            self.nursery.start_soon(body)
+    async def linger(self) -> _Call | None:
+        """After an answer: stay runnable for ``linger_left`` ticks; returns a call made meanwhile, if any.
 
-        def cancel_trio_side(future: asyncio.Future[Any]) -> None:
-            if future.cancelled():
-                self.call_soon(lambda: [scope.cancel() for scope in scopes])
-
-        result.add_done_callback(cancel_trio_side)
-        self.call_soon(start)
+        One task lingers at a time (a later answer only refills its count).
+        Each tick is one plain checkpoint, so trio's next tick is scheduled on
+        the loop (``call_soon``) rather than in trio's I/O-wait thread, and a
+        call queued meanwhile is taken without waking anything (the others
+        queued with it get tasks of their own). When the count runs out the
+        run goes idle as before: an idle node burns nothing.
+        """
+        self.hot = True
+        pending = self.pending
         try:
-            return await result
+            while self.linger_left > 0:
+                self.linger_left -= 1
+                await trio.lowlevel.checkpoint()
+                while pending:
+                    call = pending.popleft()
+                    if not call.cancelled:
+                        return call
+                    self.deliver(call.loop, _finish, call, None, None)
+            return None
+        finally:
+            self.hot = False  # from here asyncio wakes trio for its calls
+            if pending:
+                self.drain()
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Await trio's ``fn(*args, **kwargs)`` from asyncio; see the module for cancellation.
+
+        ``fn`` is called inside trio's run; if it returns an awaitable, that is awaited there.
+        """
+        call = _Call(asyncio.get_running_loop(), fn, args, kwargs)
+        self.submit(call)
+        try:
+            return await call.future
         except asyncio.CancelledError:
-            # The trio side is being cancelled: wait until it has cleaned up.
-            await asyncio.shield(settled)
+            call.cancelled = True
+            if not call.finished:
+                # The trio side is being cancelled: wait until it has cleaned up.
+                call.settled = call.loop.create_future()
+                with contextlib.suppress(trio.RunFinishedError):  # trio's run is over: nothing left to stop
+                    self.call_soon(call.cancel)
+                    await asyncio.shield(call.settled)
             raise
 
 
@@ -209,6 +389,7 @@ class _ThreadHost(_Guest):
     """
 
     threaded = True
+    lingers = False  # trio has a thread of its own: waking it costs the same whether or not it lingers
     _shared: _ThreadHost | None = None
     _lock = threading.Lock()
 
@@ -218,6 +399,11 @@ class _ThreadHost(_Guest):
         self.nursery: trio.Nursery | None = None
         self.ready = threading.Event()
         self.closing = False
+        self.pending = collections.deque()
+        self.kicked = False
+        self.hot = False
+        self.linger_left = 0
+        self.context = None
         self.thread = threading.Thread(target=self._run, name="condukt-trio", daemon=True)
 
     @classmethod
@@ -262,6 +448,12 @@ class _ThreadHost(_Guest):
         with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits any more
             loop.call_soon_threadsafe(fn, *args)
 
+    def submit(self, call: _Call) -> None:
+        """From any loop's thread: queue ``call`` and wake trio's thread (one drain queued at a time)."""
+        self.pending.append(call)
+        assert self.token is not None
+        self.token.run_sync_soon(self.drain, idempotent=True)
+
 
 def _wrap(guest: _Guest, value: Any) -> Any:
     if isinstance(value, otp.Node):
@@ -286,14 +478,10 @@ class _Proxy:
 
         @functools.wraps(value)
         async def bridged(*args: Any, **kwargs: Any) -> Any:
-            async def inside() -> Any:
-                outcome_value = value(*args, **kwargs)
-                if inspect.isawaitable(outcome_value):
-                    outcome_value = await outcome_value
-                return outcome_value
+            return _wrap(guest, await guest.call(value, *args, **kwargs))
 
-            return _wrap(guest, await guest.call(inside))
-
+        if inspect.ismethod(value) and value.__self__ is self._inner:
+            self.__dict__[name] = bridged  # a method of the inner object: later look-ups skip __getattr__
         return bridged
 
     def __repr__(self) -> str:
@@ -362,7 +550,15 @@ class Stream:
         self._kwargs = kwargs
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._inner: Any = None
-        self._credits: trio.Semaphore | None = None
+        # Events handed to asyncio and events it has read: the run waits while
+        # STREAM_BUFFER are unread. Reading wakes trio only if the run waits
+        # (``_blocked``): not once per event, which cost a wake-up of an idle
+        # trio (two thread hand-offs) per event. The lock makes the check and
+        # the wait one step for thread-backed nodes.
+        self._sent = 0
+        self._read = 0
+        self._blocked: trio.Event | None = None
+        self._lock = threading.Lock()
         self._pump: asyncio.Task[Any] | None = None
         self._delivered: BaseException | None = None  # an error already raised to the reader
 
@@ -373,7 +569,6 @@ class Stream:
         put = self._queue.put_nowait
 
         async def pump() -> None:
-            self._credits = trio.Semaphore(STREAM_BUFFER)
             announced = False
             try:
                 async with self._handle.stream(*self._args, **self._kwargs) as events:
@@ -381,7 +576,7 @@ class Stream:
                     announced = True
                     deliver(loop, _set_result, ready, None)
                     async for event in events:
-                        await self._credits.acquire()
+                        await self._room()
                         deliver(loop, put, event)
             except BaseException as exc:
                 if not announced:
@@ -412,10 +607,23 @@ class Stream:
         if isinstance(item, _Raise):
             self._delivered = item.exc
             raise item.exc
-        credits = self._credits
-        if credits is not None:
-            self._guest.call_soon(credits.release)
+        with self._lock:
+            self._read += 1
+            blocked, self._blocked = self._blocked, None
+        if blocked is not None:
+            with contextlib.suppress(trio.RunFinishedError):  # trio's run is over: nobody waits for room
+                self._guest.call_soon(blocked.set)
         return item
+
+    async def _room(self) -> None:
+        """In trio: wait until fewer than STREAM_BUFFER events are unread, then count one more sent."""
+        while True:
+            with self._lock:
+                if self._sent - self._read < STREAM_BUFFER:
+                    self._sent += 1
+                    return
+                self._blocked = blocked = trio.Event()
+            await blocked.wait()
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

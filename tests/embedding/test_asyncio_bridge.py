@@ -23,6 +23,8 @@ from web.helpers import uvicorn_server  # tests/ is on sys.path: its packages im
 
 import condukt
 import condukt.asyncio as ca
+from condukt.events import TextDelta
+from condukt.messages import AssistantMessage, TextBlock, Usage
 from condukt.providers import ProviderUnavailable
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
@@ -287,3 +289,151 @@ def test_call_in_trio_runs_trio_code_next_to_the_node() -> None:
             return result
 
     assert asyncio.run(main()) == (("pong", "ping"), False)
+
+
+class _IOWaits(trio.abc.Instrument):
+    """Records the timeout of each wait for I/O of a trio run: 0 is a tick that stays on the loop."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.timeouts.append(timeout)
+
+
+async def _nothing() -> None:
+    pass
+
+
+def test_calls_made_right_away_enter_trio_without_waking_it_and_an_idle_node_stops_lingering() -> None:
+    async def main() -> tuple[list[float], list[float], list[float]]:
+        waits = _IOWaits()
+        async with ca.open_node() as node:
+            await node.call_in_trio(_add_instrument, waits)
+            start = len(waits.timeouts)
+            for _ in range(20):  # one after another: each call arrives while trio still lingers
+                await node.call_in_trio(_nothing)
+            during = waits.timeouts[start:]
+            answered = len(waits.timeouts)
+            for _ in range(50):  # nobody calls: the loop goes on turning
+                await asyncio.sleep(0)
+            after = waits.timeouts[answered:]
+            before_leaving = list(waits.timeouts)
+            await node.call_in_trio(_remove_instrument, waits)
+        return during, after, before_leaving
+
+    during, after, before_leaving = asyncio.run(main())
+    assert during and all(timeout == 0 for timeout in during)  # trio never went idle between the calls
+    # After the last answer trio stays runnable for at most LINGER_TICKS ticks, then waits
+    # for I/O with a real timeout (in its thread), and 50 turns of the loop cost no more ticks.
+    assert after[-1] > 0
+    assert sum(1 for timeout in after if timeout == 0) <= ca.LINGER_TICKS
+    assert len(after) <= ca.LINGER_TICKS + 1
+    assert before_leaving[-1] > 0
+
+
+async def _add_instrument(instrument: trio.abc.Instrument) -> None:
+    trio.lowlevel.add_instrument(instrument)
+
+
+async def _remove_instrument(instrument: trio.abc.Instrument) -> None:
+    trio.lowlevel.remove_instrument(instrument)
+
+
+_seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+
+
+async def _set_and_read(value: str) -> str:
+    before = _seen.get()
+    _seen.set(value)
+    await trio.lowlevel.checkpoint()
+    return before
+
+
+def test_each_call_starts_from_a_fresh_context_even_when_calls_follow_each_other(mode: str) -> None:
+    async def main() -> list[str]:
+        async with ca.open_node() as node:
+            return [await node.call_in_trio(_set_and_read, f"call {i}") for i in range(5)]
+
+    assert asyncio.run(main()) == ["unset"] * 5
+
+
+def test_a_call_cancelled_on_asyncio_leaves_the_calls_after_it_alone(mode: str) -> None:
+    async def main() -> tuple[list[str], bool]:
+        async with ca.open_node() as node:
+            results = [await node.call_in_trio(_echo, "before")]
+            cancelled = False
+            try:
+                async with asyncio.timeout(0.05):
+                    await node.call_in_trio(trio.sleep_forever)
+            except TimeoutError:
+                cancelled = True
+            results += [await node.call_in_trio(_echo, f"after {i}") for i in range(3)]
+            results += await asyncio.gather(*(node.call_in_trio(_echo, f"together {i}") for i in range(3)))
+            return results, cancelled
+
+    results, cancelled = asyncio.run(main())
+    assert cancelled
+    assert results == ["before", "after 0", "after 1", "after 2", "together 0", "together 1", "together 2"]
+
+
+async def _echo(value: str) -> str:
+    await trio.lowlevel.checkpoint()
+    return value
+
+
+def test_a_node_used_after_its_block_raises_every_time(mode: str) -> None:
+    async def main() -> list[str]:
+        async with ca.open_node() as node:
+            assert await node.whereis("nobody") is None
+        raised = []
+        for _ in range(3):
+            task = asyncio.ensure_future(node.whereis("nobody"))
+            for _ in range(3):
+                await asyncio.sleep(0)
+            if task.done():
+                raised.append(type(task.exception()).__name__)
+            else:  # a call nobody will ever answer
+                task.cancel()
+                raised.append("still waiting")
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return raised
+
+    assert asyncio.run(main()) == ["RunFinishedError"] * 3
+
+
+class _Chatty:
+    """A model that emits ``count`` text deltas as fast as the stream takes them, counting them."""
+
+    name = "chatty"
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.emitted = 0
+
+    async def complete(self, request: Any, emit: Any) -> AssistantMessage:
+        for _ in range(self.count):
+            await emit(TextDelta("w "))
+            self.emitted += 1
+        return AssistantMessage((TextBlock("w " * self.count),), Usage(1, 1), "end_turn")
+
+
+def test_a_stream_holds_the_run_back_while_asyncio_does_not_read(mode: str) -> None:
+    async def main() -> tuple[int, int]:
+        model = _Chatty(2000)
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=model)
+            async with agent.stream("go") as events:
+                kinds = [type(await events.__anext__()).__name__]
+                held, still = -1, 0
+                while still < 20:  # until the run has stopped making progress
+                    await asyncio.sleep(0.001)
+                    held, still = model.emitted, still + 1 if model.emitted == held else 0
+                kinds += [type(event).__name__ async for event in events]
+            return held, kinds.count("TextDelta")
+
+    held, deltas = asyncio.run(main())
+    assert deltas == 2000
+    # The run waits with at most this bridge's buffer and the agent's own one full.
+    assert ca.STREAM_BUFFER <= held <= ca.STREAM_BUFFER + condukt.agent.STREAM_BUFFER + 8
