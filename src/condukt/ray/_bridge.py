@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 import pickle
 from typing import Any
 
@@ -10,7 +13,7 @@ import ray
 import trio
 from ray.exceptions import RayActorError, RayTaskError
 
-from ..otp import ExitReason, NoProc
+from ..otp import CallTimeout, ExitReason, NoProc
 
 __all__ = ["NodeDown", "RemoteError", "await_ref", "portable", "unwrap"]
 
@@ -38,7 +41,7 @@ class RemoteError(Exception):
 _on_completed: Any = getattr(ray.ObjectRef, "_on_completed", None)
 
 
-async def await_ref(ref: Any, node_id: str) -> Any:
+async def await_ref(ref: Any, node_id: str, within: float | None = None) -> Any:
     """Await a Ray ``ObjectRef`` from trio, without a thread per call.
 
     Ray calls back from its own thread when the object is ready; the
@@ -52,35 +55,35 @@ async def await_ref(ref: Any, node_id: str) -> Any:
     mostly Ray's thread holding the GIL longer while trio's wakes. Without
     the hook it falls back to ``future()``.
 
+    ``within`` seconds (``None``: no limit) bounds the wait: past it the Ray
+    task is cancelled and :class:`condukt.CallTimeout` raised. The limit is
+    an entry in one timer heap per trio run, not a cancel scope per call
+    (a scope costs about as much as the rest of the trio side of a call).
+
     Cancelling the trio task cancels the Ray task (for an async actor
     method, the actor's asyncio task, and through condukt.asyncio the trio
     work it awaits). A dead actor raises :class:`NodeDown`; an error the
     Ray task raised is re-raised as Ray's ``get`` would.
     """
     if _on_completed is None:  # pragma: no cover - a Ray without the hook
-        return await _await_future(ref, node_id)
-    task = trio.lowlevel.current_task()
+        if within is None:
+            return await _await_future(ref, node_id)
+        with trio.move_on_after(within):
+            return await _await_future(ref, node_id)
+        raise CallTimeout(f"no reply from node {node_id} within {within} s")
+    wait = _Wait(trio.lowlevel.current_task(), ref, node_id, within)
     token = trio.lowlevel.current_trio_token()
-    waiting = [True]
-
-    def deliver(data: Any) -> None:  # in the trio thread
-        if waiting[0]:
-            waiting[0] = False
-            trio.lowlevel.reschedule(task, outcome.Value(data))
 
     def completed(data: Any) -> None:  # in Ray's thread (or this one, if the object is ready)
         try:
-            token.run_sync_soon(deliver, data)
+            token.run_sync_soon(wait.deliver, outcome.Value(data))
         except trio.RunFinishedError:  # pragma: no cover - the caller's run has ended
             pass
 
-    def abort(_: Any) -> trio.lowlevel.Abort:
-        waiting[0] = False
-        ray.cancel(ref)
-        return trio.lowlevel.Abort.SUCCEEDED
-
     _on_completed(ref, completed)
-    data = await trio.lowlevel.wait_task_rescheduled(abort)
+    if within is not None:
+        _timers().schedule(trio.current_time() + within, wait)
+    data = await trio.lowlevel.wait_task_rescheduled(wait.abort)
     if isinstance(data, Exception):
         if isinstance(data, RayActorError):
             raise NodeDown(node_id) from data
@@ -89,6 +92,98 @@ async def await_ref(ref: Any, node_id: str) -> Any:
             raise cause.as_instanceof_cause()
         raise data
     return data
+
+
+class _Wait:
+    """One trio task waiting for a Ray reference (the entry the timers hold)."""
+
+    __slots__ = ("node_id", "ref", "task", "timers", "within")
+
+    def __init__(self, task: trio.lowlevel.Task, ref: Any, node_id: str, within: float | None) -> None:
+        self.task: trio.lowlevel.Task | None = task
+        self.ref = ref
+        self.node_id = node_id
+        self.within = within
+        self.timers: _Timers | None = None
+
+    def _end(self) -> None:
+        self.task = self.ref = None
+        timers = self.timers
+        if timers is not None:
+            self.timers = None
+            timers.ended()
+
+    def deliver(self, result: outcome.Outcome[Any]) -> None:  # in the trio thread
+        task = self.task
+        if task is not None:
+            self._end()
+            trio.lowlevel.reschedule(task, result)
+
+    def abort(self, _: Any) -> trio.lowlevel.Abort:
+        ref = self.ref
+        self._end()
+        ray.cancel(ref)
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def expire(self) -> None:
+        self.timers = None  # out of the heap already
+        if self.task is not None:
+            ray.cancel(self.ref)
+            self.deliver(outcome.Error(CallTimeout(f"no reply from node {self.node_id} within {self.within} s")))
+
+
+class _Timers:
+    """Deadlines of the waits in one trio run: a heap served by one system task.
+
+    Ended waits stay in the heap until their deadline, or until they
+    outnumber the live ones (then the heap is rebuilt).
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, _Wait]] = []
+        self._seq = itertools.count()
+        self._ended = 0
+        self._scope: trio.CancelScope | None = None
+
+    def schedule(self, deadline: float, wait: _Wait) -> None:
+        wait.timers = self
+        heapq.heappush(self._heap, (deadline, next(self._seq), wait))
+        scope = self._scope
+        if scope is not None and deadline < scope.deadline:
+            scope.deadline = deadline
+
+    def ended(self) -> None:
+        self._ended += 1
+        if self._ended > 256 and 2 * self._ended > len(self._heap):
+            self._heap[:] = [entry for entry in self._heap if entry[2].timers is self]
+            heapq.heapify(self._heap)
+            self._ended = 0
+
+    async def run(self) -> None:
+        heap = self._heap
+        while True:
+            with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as self._scope:
+                await trio.sleep_forever()
+            now = trio.current_time()
+            while heap and heap[0][0] <= now:
+                wait = heapq.heappop(heap)[2]
+                if wait.timers is self:
+                    wait.expire()
+                else:
+                    self._ended -= 1
+
+
+_run_timers: trio.lowlevel.RunVar[_Timers] = trio.lowlevel.RunVar("condukt_ray_timers")
+
+
+def _timers() -> _Timers:
+    try:
+        return _run_timers.get()
+    except LookupError:
+        timers = _Timers()
+        _run_timers.set(timers)
+        trio.lowlevel.spawn_system_task(timers.run, name="condukt.ray timers")
+        return timers
 
 
 async def _await_future(ref: Any, node_id: str) -> Any:
