@@ -58,7 +58,8 @@ async def await_ref(ref: Any, node_id: str, within: float | None = None) -> Any:
     ``within`` seconds (``None``: no limit) bounds the wait: past it the Ray
     task is cancelled and :class:`condukt.CallTimeout` raised. The limit is
     an entry in one timer heap per trio run, not a cancel scope per call
-    (a scope costs about as much as the rest of the trio side of a call).
+    (entering and leaving one took 18–25 µs on the loaded 2-core test
+    machine, trio 0.35).
 
     Cancelling the trio task cancels the Ray task (for an async actor
     method, the actor's asyncio task, and through condukt.asyncio the trio

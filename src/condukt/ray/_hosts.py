@@ -2,7 +2,9 @@
 
 Ray runs an async actor's methods on an asyncio loop; the node's processes
 are trio tasks. Both hosts give the actor ``await host.call(fn, *args)``:
-run the trio function ``fn`` in the node's trio run and return its result.
+run the trio function ``fn`` in the node's trio run and return its result;
+and ``await host.call_soon(begin)`` for work that needs no task of its own
+(a ``call``: into the mailbox, the reply delivered by a callback).
 
 Measured with ``benchmarks/cluster.py`` (a call of an echo server through
 the actor, on the 2-core test machine): the thread host adds about 570 µs
