@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import math
 import pickle
 from typing import Any
@@ -16,6 +17,8 @@ from ray.exceptions import RayActorError, RayTaskError
 from ..otp import CallTimeout, ExitReason, NoProc
 
 __all__ = ["NodeDown", "RemoteError", "await_ref", "portable", "unwrap"]
+
+logger = logging.getLogger("condukt.ray")
 
 
 class NodeDown(NoProc):
@@ -123,14 +126,22 @@ class _Wait:
     def abort(self, _: Any) -> trio.lowlevel.Abort:
         ref = self.ref
         self._end()
-        ray.cancel(ref)
+        _cancel(ref)
         return trio.lowlevel.Abort.SUCCEEDED
 
     def expire(self) -> None:
         self.timers = None  # out of the heap already
         if self.task is not None:
-            ray.cancel(self.ref)
+            _cancel(self.ref)
             self.deliver(outcome.Error(CallTimeout(f"no reply from node {self.node_id} within {self.within} s")))
+
+
+def _cancel(ref: Any) -> None:
+    """``ray.cancel(ref)``, which must not raise where it runs (trio's abort callback, the timer task)."""
+    try:
+        ray.cancel(ref)
+    except Exception:  # pragma: no cover - Ray refusing a cancel (the task is done or its worker gone)
+        logger.debug("ray.cancel failed", exc_info=True)
 
 
 class _Timers:
