@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +225,44 @@ async def test_ten_thousand_agents_over_two_nodes_each_run_once() -> None:
         assert results == [f"AGENT {i}" for i in range(count)]
         loads = sorted(info.processes for info in await cluster.nodes())
         assert sum(loads) == count and loads[0] >= count // 3
+
+
+class Holder(condukt.Server):
+    """Holds ``"hold"`` calls unanswered; ``"block"`` blocks its node's trio thread for a while."""
+
+    async def init(self) -> None:
+        self.held: list[condukt.Caller] = []
+
+    async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+        if request == "hold":
+            self.held.append(caller)
+            return condukt.NO_REPLY
+        if request == "pending":
+            return [held.pending for held in self.held]
+        if request == "block":
+            time.sleep(1.5)  # the node can answer nothing meanwhile, not even a timeout
+        return request
+
+
+async def test_a_cross_node_call_times_out_on_its_node_or_past_the_grace_when_the_node_hangs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("condukt.ray._handle.UNRESPONSIVE_GRACE", 0.5)
+    async with condukt.ray.open_cluster(nodes=1) as cluster:
+        holder = await cluster.spawn(Holder)
+        with trio.fail_after(5), pytest.raises(condukt.CallTimeout, match="no reply from <Handle"):
+            await holder.call("hold", timeout=0.2)  # the node's own timeout
+        with trio.move_on_after(0.2):  # cancelled here: withdrawn on the node
+            await holder.call("hold", timeout=None)
+        with trio.fail_after(5):
+            while await holder.call("pending") != [False, False]:
+                await trio.sleep(0.05)
+        started = trio.current_time()
+        with pytest.raises(condukt.CallTimeout, match="no reply from node .* within 0.7 s"):
+            await holder.call("block", timeout=0.2)
+        assert trio.current_time() - started < 1.4  # the driver gave up before the node woke
+        with trio.fail_after(5):
+            assert await holder.call("after") == "after"
 
 
 async def test_a_node_can_run_trio_as_a_guest_on_its_actors_loop() -> None:

@@ -6,19 +6,21 @@ import gc
 import weakref
 from typing import Any
 
+import outcome
 import pytest
 import trio
 
 import condukt
 from condukt.otp import lowlevel
-from condukt.otp.lowlevel import Process, process_of, send_system, server_of
+from condukt.otp.lowlevel import Process, call_with_callback, process_of, send_system, server_of
 
 from .servers import Boom, settle
 
 
 def test_the_lowlevel_names_are_pinned() -> None:
     assert sorted(lowlevel.__all__) == [
-        "Process", "Spawnable", "process_of", "run_default_node", "send_system", "server_of", "set_handle_reducer"
+        "Process", "Spawnable", "call_with_callback", "process_of", "run_default_node", "send_system", "server_of",
+        "set_handle_reducer",
     ]
     assert "Process" not in condukt.otp.__all__  # extension points stay out of the main API
 
@@ -149,6 +151,83 @@ async def test_send_system_goes_past_a_full_mailbox_in_order() -> None:
         assert await h.call("seen") == [0, 1, 2, ("info", "notice")]
         await h.stop()
         send_system(h, "to the dead")  # dropped, no error
+
+
+class Answers(condukt.Server):
+    """Replies at once, later (deferred), with an error, or never; crashes on "crash"."""
+
+    async def init(self) -> None:
+        self.held: list[condukt.Caller] = []
+        self.seen: list[Any] = []
+
+    async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+        self.seen.append(request)
+        if request == "hold":
+            self.held.append(caller)
+            return condukt.NO_REPLY
+        if request == "release":
+            for held in self.held:
+                held.reply("released")
+            return "ok"
+        if request == "refuse":
+            caller.reply_error(ValueError("refused"))
+            return condukt.NO_REPLY
+        if request == "crash":
+            raise Boom("crash")
+        return ("echo", request)
+
+
+async def test_call_with_callback_delivers_each_answer_once_without_a_waiting_task(autojump_clock: Any) -> None:
+    got: list[outcome.Outcome[Any]] = []
+    async with condukt.open_node() as node:
+        h = await node.spawn(Answers)
+        assert call_with_callback(h, "hi", 5, got.append) is not None
+        call_with_callback(h, "refuse", 5, got.append)
+        call_with_callback(h, "hold", None, got.append)
+        await settle()
+        assert got[0] == outcome.Value(("echo", "hi"))
+        assert isinstance(got[1], outcome.Error) and str(got[1].error) == "refused"
+        assert len(got) == 2  # the held call waits, with no timeout
+        assert await h.call("release") == "ok"
+        assert got[2] == outcome.Value("released")
+
+        # A timeout is an error delivered at the deadline; a late reply is dropped.
+        call_with_callback(h, "hold", 1.5, got.append)
+        await trio.sleep(2)
+        assert isinstance(got[3], outcome.Error) and isinstance(got[3].error, condukt.CallTimeout)
+        await h.call("release")
+        assert len(got) == 4
+
+        # Withdrawn before the server got to it: skipped, and nothing is delivered.
+        withdraw = call_with_callback(h, "withdrawn", 5, got.append)
+        assert withdraw is not None
+        withdraw()
+        assert await h.call("after") == ("echo", "after")
+        assert "withdrawn" not in server_of(h).seen  # type: ignore[union-attr]
+        assert len(got) == 4
+
+        # The process exits before replying: CallError; a dead process raises NoProc at once.
+        call_with_callback(h, "hold", None, got.append)
+        call_with_callback(h, "crash", None, got.append)
+        await h.wait()
+        assert all(isinstance(answer, outcome.Error) for answer in got[4:]) and len(got) == 6
+        assert isinstance(got[4].error, condukt.CallError)  # type: ignore[union-attr]
+        with pytest.raises(condukt.NoProc):
+            call_with_callback(h, "late", None, got.append)
+
+
+async def test_call_with_callback_sends_nothing_into_a_full_mailbox() -> None:
+    gate = trio.Event()
+    async with condukt.open_node() as node:
+        h = await node.spawn(Inbox, gate, mailbox_size=2)
+        for n in range(3):  # one being handled, two waiting: full
+            h.cast_nowait(n)
+            await trio.testing.wait_all_tasks_blocked()
+        got: list[outcome.Outcome[Any]] = []
+        assert call_with_callback(h, "seen", None, got.append) is None
+        gate.set()
+        assert await h.call("seen") == [0, 1, 2]
+        assert got == []
 
 
 async def test_process_of_exposes_the_incarnation_until_it_exits() -> None:

@@ -150,6 +150,59 @@ class Caller(Timed):
         return Abort.SUCCEEDED
 
 
+class _CallbackCaller(Caller):
+    """A caller that is no task: the reply, error or timeout goes to a callback (see :func:`call_with_callback`)."""
+
+    __slots__ = ("_deliver",)
+
+    def __init__(self, target: Process, timeout: float | None, deliver: Callable[[outcome.Outcome[Any]], None]) -> None:
+        super().__init__(None, target, timeout)  # type: ignore[arg-type]
+        self._deliver = deliver
+
+    def reply(self, value: Any) -> bool:
+        if self._state:
+            return False
+        self._finish()
+        self._deliver(outcome.Value(value))
+        return True
+
+    def reply_error(self, error: BaseException) -> bool:
+        if self._state:
+            return False
+        self._finish()
+        self._deliver(outcome.Error(error))
+        return True
+
+    def _fire(self) -> None:
+        if self._state:
+            return
+        self._state = 1
+        deferred = self._target._deferred
+        if deferred:
+            deferred.discard(self)
+        self._deliver(outcome.Error(CallTimeout(f"no reply from {self._target._handle!r} within {self._timeout}s")))
+
+
+def call_with_callback(
+    handle: Handle, request: Any, timeout: float | None, deliver: Callable[[outcome.Outcome[Any]], None]
+) -> Callable[[], None] | None:
+    """:meth:`Handle.call` without a waiting task: ``deliver(outcome)`` gets the reply (see :mod:`.lowlevel`)."""
+    proc = handle._process
+    if proc is None:
+        raise NoProc(f"{handle!r} is not alive")
+    mailbox = proc._mailbox
+    if mailbox is None:
+        mailbox = proc._mailbox = deque()
+    elif len(mailbox) >= proc._capacity:
+        return None
+    caller = _CallbackCaller(proc, timeout, deliver)
+    mailbox.append((_CALL, request, caller))
+    proc._wake()
+    if timeout is not None:
+        handle._node._timers.schedule(trio.current_time() + timeout, caller)
+    return caller._finish
+
+
 # --------------------------------------------------------------------------- timers
 
 

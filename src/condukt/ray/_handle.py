@@ -11,7 +11,7 @@ import attrs
 import ray
 import trio
 
-from ..otp import CallTimeout, Handle, NoProc
+from ..otp import Handle, NoProc
 from ._bridge import await_ref, unwrap
 
 __all__ = ["ClusterHandle", "LocalNode", "actor_of", "local_node", "set_local_node"]
@@ -173,12 +173,9 @@ class ClusterHandle:
         if local is not None:
             return await local.call(request, timeout)
         ref = actor_of(self.node_id).invoke.remote((self.id, "call", (request, timeout), {}))
-        if timeout is None:
-            return unwrap(await await_ref(ref, self.node_id))
-        # The node enforces ``timeout``; this bounds a node that stopped answering altogether.
-        with trio.move_on_after(timeout + UNRESPONSIVE_GRACE):
-            return unwrap(await await_ref(ref, self.node_id))
-        raise CallTimeout(f"no reply from node {self.node_id} within {timeout + UNRESPONSIVE_GRACE} s")
+        # The node enforces ``timeout``; the grace bounds a node that stopped answering altogether.
+        within = None if timeout is None else timeout + UNRESPONSIVE_GRACE
+        return unwrap(await await_ref(ref, self.node_id, within))
 
     async def cast(self, message: Any) -> None:
         """:meth:`condukt.Handle.cast`: returns once the message is in the mailbox.

@@ -2,7 +2,9 @@
 
 Ray runs an async actor's methods on an asyncio loop; the node's processes
 are trio tasks. Both hosts give the actor ``await host.call(fn, *args)``:
-run the trio function ``fn`` in the node's trio run and return its result.
+run the trio function ``fn`` in the node's trio run and return its result;
+and ``await host.call_soon(begin)`` for work that needs no task of its own
+(a ``call``: into the mailbox, the reply delivered by a callback).
 
 Measured with ``benchmarks/cluster.py`` (a call of an echo server through
 the actor, on the 2-core test machine): the thread host adds about 570 µs
@@ -27,6 +29,20 @@ from .. import asyncio as condukt_asyncio
 from ..otp import Node, open_node
 
 __all__ = ["GuestHost", "ThreadHost", "make_host"]
+
+
+#: What :meth:`ThreadHost.call_soon` runs in trio: ``begin(deliver)`` returns a withdraw function or ``None``.
+Begin = Callable[[Callable[[Any], None]], "Callable[[], None] | None"]
+
+
+def _fail(result: asyncio.Future[Any], error: BaseException) -> None:
+    if not result.done():
+        result.set_exception(error)
+
+
+def _withdraw(withdraw: list[Callable[[], None] | None]) -> None:
+    if withdraw and withdraw[0] is not None:
+        withdraw[0]()
 
 
 class ThreadHost:
@@ -123,6 +139,41 @@ class ThreadHost:
             token.run_sync_soon(lambda: [scope.cancel() for scope in scopes])
             raise
 
+    async def call_soon(self, begin: Begin) -> Any:
+        """Run ``begin(deliver)`` in the node's thread outside any task; return what it delivers.
+
+        ``begin`` arranges for ``deliver(value)`` to be called once from the
+        trio thread and returns a function that withdraws the operation (run
+        there if the awaiting task is cancelled), or ``None``. No trio task
+        and no cancel scope per call: see :func:`condukt.otp.lowlevel.call_with_callback`.
+        """
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[Any] = loop.create_future()
+        withdraw: list[Callable[[], None] | None] = []
+
+        def settle(value: Any) -> None:
+            if not result.done():
+                result.set_result(value)
+
+        def deliver(value: Any) -> None:
+            loop.call_soon_threadsafe(settle, value)
+
+        def start() -> None:
+            nursery = self._nursery
+            if nursery is None or nursery.cancel_scope.cancel_called:
+                loop.call_soon_threadsafe(_fail, result, RuntimeError("the node is closed"))
+            elif not result.cancelled():
+                withdraw.append(begin(deliver))
+
+        token = self._token
+        assert token is not None
+        token.run_sync_soon(start)
+        try:
+            return await result
+        except asyncio.CancelledError:
+            token.run_sync_soon(_withdraw, withdraw)
+            raise
+
     async def close(self) -> None:
         if self._token is not None and self._stop is not None:
             stop = self._stop
@@ -150,6 +201,28 @@ class GuestHost:
     async def call(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Await trio's ``fn(*args)`` in the guest run; cancellation crosses as in condukt.asyncio."""
         return await self._proxy.call_in_trio(fn, *args)
+
+    async def call_soon(self, begin: Begin) -> Any:
+        """Run ``begin(deliver)`` in the guest run and return what it delivers (in a task, as :meth:`call`)."""
+
+        async def inside() -> Any:
+            delivered: list[Any] = []
+            done = trio.Event()
+
+            def deliver(value: Any) -> None:
+                delivered.append(value)
+                done.set()
+
+            withdraw = begin(deliver)
+            try:
+                await done.wait()
+            except trio.Cancelled:
+                if withdraw is not None and not delivered:
+                    withdraw()
+                raise
+            return delivered[0]
+
+        return await self.call(inside)
 
     async def close(self) -> None:
         if self._opened is not None:
