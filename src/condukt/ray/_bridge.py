@@ -40,23 +40,18 @@ class RemoteError(Exception):
     """An error raised on another node that could not be pickled: its type name and text."""
 
 
-#: Ray's completion hook of an ``ObjectRef`` (what ``ObjectRef.future()`` is built on), if this Ray has it.
-_on_completed: Any = getattr(ray.ObjectRef, "_on_completed", None)
-
-
 async def await_ref(ref: Any, node_id: str, within: float | None = None) -> Any:
     """Await a Ray ``ObjectRef`` from trio, without a thread per call.
 
-    Ray calls back from its own thread when the object is ready; the
-    callback reschedules the waiting trio task through its run's token
-    (thread-safe). The callback is Ray's ``ObjectRef._on_completed``, the
-    hook ``ObjectRef.future()`` itself wraps, when this Ray has it: going
-    through ``future()`` adds a ``concurrent.futures.Future`` (a lock and a
-    condition set in Ray's thread, read back in trio's) and a
-    :class:`trio.Event`, measured at 80–190 µs more per cross-node call on
-    the 2-core test machine (``benchmarks/cluster.py``, docs/benchmarks.md),
-    mostly Ray's thread holding the GIL longer while trio's wakes. Without
-    the hook it falls back to ``future()``.
+    Ray calls back from its own thread when the object is ready
+    (``ObjectRef.future()``'s done callback); the callback reschedules the
+    waiting trio task through its run's token (thread-safe), with no
+    :class:`trio.Event` in between: with the event, a cross-node call took
+    80–190 µs more on the 2-core test machine (``benchmarks/cluster.py``,
+    docs/benchmarks.md). Ray's private completion hook underneath
+    ``future()`` would save a further 20–40 µs a call (1,441 against 1,462
+    µs best of seven rounds, side by side, 2026-12-01); condukt keeps to the
+    public API.
 
     ``within`` seconds (``None``: no limit) bounds the wait: past it the Ray
     task is cancelled and :class:`condukt.CallTimeout` raised. The limit is
@@ -69,22 +64,21 @@ async def await_ref(ref: Any, node_id: str, within: float | None = None) -> Any:
     work it awaits). A dead actor raises :class:`NodeDown`; an error the
     Ray task raised is re-raised as Ray's ``get`` would.
     """
-    if _on_completed is None:  # pragma: no cover - a Ray without the hook
-        if within is None:
-            return await _await_future(ref, node_id)
-        with trio.move_on_after(within):
-            return await _await_future(ref, node_id)
-        raise CallTimeout(f"no reply from node {node_id} within {within} s")
     wait = _Wait(trio.lowlevel.current_task(), ref, node_id, within)
     token = trio.lowlevel.current_trio_token()
 
-    def completed(data: Any) -> None:  # in Ray's thread (or this one, if the object is ready)
+    def completed(future: Any) -> None:  # in Ray's thread (or this one, if the object is ready)
+        if future.cancelled():  # pragma: no cover - Ray does not cancel the futures it hands out
+            data: Any = RuntimeError("the Ray future was cancelled")
+        else:
+            error = future.exception()
+            data = error if error is not None else future.result()
         try:
             token.run_sync_soon(wait.deliver, outcome.Value(data))
         except trio.RunFinishedError:  # pragma: no cover - the caller's run has ended
             pass
 
-    _on_completed(ref, completed)
+    ref.future().add_done_callback(completed)
     if within is not None:
         _timers().schedule(trio.current_time() + within, wait)
     data = await trio.lowlevel.wait_task_rescheduled(wait.abort)
@@ -196,29 +190,6 @@ def _timers() -> _Timers:
         _run_timers.set(timers)
         trio.lowlevel.spawn_system_task(timers.run, name="condukt.ray timers")
         return timers
-
-
-async def _await_future(ref: Any, node_id: str) -> Any:
-    token = trio.lowlevel.current_trio_token()
-    future = ref.future()
-    done = trio.Event()
-
-    def wake(_: Any) -> None:
-        try:
-            token.run_sync_soon(done.set)
-        except trio.RunFinishedError:  # pragma: no cover - the caller's run has ended
-            pass
-
-    future.add_done_callback(wake)
-    try:
-        await done.wait()
-    except trio.Cancelled:
-        ray.cancel(ref)
-        raise
-    try:
-        return future.result()
-    except RayActorError as exc:
-        raise NodeDown(node_id) from exc
 
 
 def portable(value: Any) -> Any:
