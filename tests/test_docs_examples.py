@@ -1,22 +1,39 @@
-"""Every ```python block of the docs and the README runs, or says it is an excerpt.
+"""Every ```python block of the docs and the README runs.
 
-A block is a complete program when it calls ``trio.run(`` or
-``asyncio.run(``; every such program must exit without error. A block
-starting with ``# test module`` is a pytest file: its tests must pass
-(with pytest-trio's ``trio_mode``). Any other block must start with a
-comment ``# excerpt`` (a fragment of a larger
-program, or one that needs a provider key), so a reader knows it does not
-run as written. When the guide shows a program's output (a paragraph
-starting "Output" and then a ```text block, right after the program), the
-program must print exactly that.
+A block runs as a script (one that calls ``trio.run(main)`` is a complete
+program a reader can copy). A block starting with ``# test module`` is a
+pytest file: its tests must pass (with pytest-trio's ``trio_mode``). When
+the guide shows a block's output (a paragraph starting "Output" and then a
+```text block, right after it), the block must print exactly that.
 
-The programs run offline: in an empty directory, without provider API keys
-in the environment, on ``condukt.testing.ScriptedModel``. To keep the file
-fast, the programs of one guide run in one interpreter, each in a fresh
-namespace and a fresh directory, with its output captured at the file
-descriptor level (so subprocesses' output counts too); a program that fails
-there is run again alone in a fresh interpreter, as a reader would run it,
-and that result is the one checked. Guides run concurrently, a few at a time.
+A block that is a fragment of a larger program says what it continues
+from in an HTML comment right before its fence, which neither GitHub nor
+the docs site shows::
+
+    <!-- docs-test: name=weather after=tools-weather setup=anthropic context=node -->
+
+- ``name=N`` names the block, for a later one's ``after=`` (names are
+  unique across the guides);
+- ``after=N`` runs block ``N`` first, in the same script: this block
+  continues that one (``N``'s own ``after``, ``setup`` and ``context``
+  carry over unless this block gives its own);
+- ``setup=A,B`` runs the named :data:`SETUPS` first: stand-ins for what a
+  reader has and these tests do not (a provider behind
+  ``ANTHROPIC_BASE_URL``, a Ray cluster, an ``API_TOKEN``...), or the
+  definitions a reference block shows without its imports;
+- ``context=C`` runs the block, which may ``await`` at top level, inside
+  the named :data:`CONTEXTS` (an open node, a cluster, an asyncio loop)
+  with the names the context defines (``node``, ``cluster``).
+
+The blocks run offline: in an empty directory, without provider API keys
+in the environment, on ``condukt.testing.ScriptedModel`` or the local
+provider-format server ``condukt.testing.server``. To keep the file fast,
+the blocks of one guide run in one interpreter, each in a fresh namespace,
+a fresh directory and the environment it started with, its output captured
+at the file descriptor level (so subprocesses' output counts too); a block
+that fails there is run again alone in a fresh interpreter, as a reader
+would run it, and that result is the one checked. Guides run concurrently,
+a few at a time.
 """
 
 from __future__ import annotations
@@ -30,32 +47,114 @@ import sys
 import tempfile
 from pathlib import Path
 
+import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDES = [*sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md")), "README.md"]
 TIMEOUT = 60.0
 
-_FENCE = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
+_FENCE = re.compile(r"^(?:<!-- docs-test: ([^\n]*?) -->\n)?```python\n(.*?)^```$", re.S | re.M)
 #: What may follow a program: "Output...:" then a text block holding what it prints.
 _OUTPUT = re.compile(r"\n*Output[^\n]*:\n\n```text\n(.*?)^```$", re.S | re.M)
 _PROGRAM = re.compile(r"\b(trio|asyncio)\.run\(")
 
+#: Code run before a block that names it in ``setup=``, at the top of the same script.
+SETUPS: dict[str, str] = {
+    # A local Anthropic-format server in a thread of this process, where a reader has api.anthropic.com:
+    # condukt's anthropic provider reads its base URL from ANTHROPIC_BASE_URL. It answers every request
+    # with a short text (the script's steps first, when a setup after this one adds some).
+    "anthropic": """
+import os as _os, threading as _threading
+import trio as _trio
+from condukt.testing.server import ProtocolServer as _ProtocolServer, reply as _reply
 
-def _blocks() -> list[tuple[str, str, str | None]]:
-    """``(id, source, output)`` of every python block; the id names the guide and line."""
+_server = _ProtocolServer(responder=lambda request: _reply("The last commit looks fine."))
+_started = _threading.Event()
+
+async def _serve():
+    async with _trio.open_nursery() as nursery:
+        await nursery.start(_server.run)
+        _started.set()
+
+_threading.Thread(target=_trio.run, args=(_serve,), daemon=True).start()
+_started.wait()
+_os.environ["ANTHROPIC_BASE_URL"] = _os.environ["OPENAI_BASE_URL"] = _server.url
+_os.environ["ANTHROPIC_API_KEY"] = _os.environ["OPENAI_API_KEY"] = "test-key"
+""",
+    # A local Ray for this interpreter (the blocks of cluster.md share it; a cluster opened on it leaves it open).
+    "ray": """
+import condukt.ray as _condukt_ray
+_condukt_ray.init()
+""",
+}
+
+#: How a block with ``context=`` runs: ``await block(name=value, ...)`` runs it with those names defined.
+CONTEXTS: dict[str, str] = {
+    "node": """
+import trio as _trio
+import condukt as _condukt
+
+async def _context():
+    async with _condukt.open_node() as node:
+        await block(node=node)
+
+_trio.run(_context)
+""",
+}
+
+#: Runs the block's source, compiled so that it may ``await`` at top level, in this script's namespace.
+_HARNESS = """
+import ast as _ast, inspect as _inspect
+_block = compile({source!r}, "example.py", "exec", flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+async def block(**names):
+    globals().update(names)
+    result = eval(_block, globals())
+    if _inspect.iscoroutine(result):
+        await result
+"""
+
+
+@attrs.frozen
+class Block:
+    """A python block of a guide and how it runs."""
+
+    id: str
+    source: str
+    output: str | None
+    name: str | None = None
+    after: str | None = None
+    setup: tuple[str, ...] = ()
+    context: str | None = None
+
+
+def _directives(text: str | None) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in (text or "").split())
+
+
+def _blocks() -> list[Block]:
+    """Every python block; the id names the guide and line."""
     found = []
     for guide in GUIDES:
         text = (ROOT / guide).read_text(encoding="utf-8")
         for match in _FENCE.finditer(text):
-            line = text.count("\n", 0, match.start()) + 1
+            line = text.count("\n", 0, match.start(2)) + 1
             shown = _OUTPUT.match(text, match.end())
-            found.append((f"{guide}:{line}", match.group(1), shown.group(1) if shown else None))
+            directives = _directives(match.group(1))
+            found.append(
+                Block(
+                    f"{guide}:{line - 1}",
+                    match.group(2),
+                    shown.group(1) if shown else None,
+                    name=directives.pop("name", None),
+                    after=directives.pop("after", None),
+                    setup=tuple(filter(None, directives.pop("setup", "").split(","))),
+                    context=directives.pop("context", None),
+                )
+            )
+            assert not directives, f"{guide}:{line}: unknown docs-test directives {sorted(directives)}"
     return found
-
-
-def _is_excerpt(source: str) -> bool:
-    return source.lstrip().lower().startswith("# excerpt")
 
 
 def _is_test_module(source: str) -> bool:
@@ -67,31 +166,65 @@ def _lines(text: str) -> list[str]:
 
 
 BLOCKS = _blocks()
-EXAMPLES = [
-    block for block in BLOCKS if _PROGRAM.search(block[1]) and not _is_excerpt(block[1]) and not _is_test_module(block[1])
-]
-TEST_MODULES = [(name, source) for name, source, _ in BLOCKS if _is_test_module(source)]
+NAMED = {block.name: block for block in BLOCKS if block.name}
+
+
+def _chain(block: Block) -> list[Block]:
+    """The blocks ``block`` continues from, first to last, then ``block``."""
+    chain = [block]
+    while chain[0].after is not None:
+        chain.insert(0, NAMED[chain[0].after])
+        assert len(chain) <= len(BLOCKS), f"{block.id}: 'after' goes round in a circle"
+    return chain
+
+
+def script(block: Block) -> str:
+    """The script that runs ``block``: its setups, the blocks it continues, the block, in its context.
+
+    The blocks of the chain before the first one with a context run as they
+    are; from that one on, they run in its context.
+    """
+    chain = _chain(block)
+    setups = list(dict.fromkeys(name for b in chain for name in b.setup))
+    first = next((i for i, b in enumerate(chain) if b.context), len(chain))
+    parts = [SETUPS[name] for name in setups] + [b.source for b in chain[:first]]
+    if first < len(chain):
+        source = "\n".join(b.source for b in chain[first:])
+        parts += [_HARNESS.format(source=source), CONTEXTS[chain[first].context]]
+    return "\n".join(parts)
+
+
+EXAMPLES = [(block.id, script(block), block.output) for block in BLOCKS if not _is_test_module(block.source)]
+TEST_MODULES = [(block.id, script(block)) for block in BLOCKS if _is_test_module(block.source)]
+
+
+#: Environment variables that configure a provider: the programs run without them unless they set them.
+_PROVIDER_SETTING = r"(ANTHROPIC_|OPENAI_|CONDUKT_).*|.*(_API_KEY|_BASE_URL)"
+
+
+def _provider_setting(name: str) -> bool:
+    return re.fullmatch(_PROVIDER_SETTING, name) is not None
 
 
 def _environment() -> dict[str, str]:
-    """This environment without provider keys, with ``src`` importable."""
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not (name.endswith("_API_KEY") or name.startswith(("ANTHROPIC_", "OPENAI_", "CONDUKT_")))
-    }
+    """This environment without provider keys and base URLs, with ``src`` importable."""
+    env = {name: value for name, value in os.environ.items() if not _provider_setting(name)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     return env
 
 
 #: Runs the programs given as JSON on stdin, one after the other, and prints their outcomes as JSON.
 _RUNNER = r"""
-import json, os, sys, tempfile, traceback
+import json, os, re, sys, tempfile, traceback
 
-sources = json.load(sys.stdin)
+sources, provider_setting = json.load(sys.stdin)
+provider_setting = re.compile(provider_setting)
 results = []
 out = os.dup(1)
 for source in sources:
+    # What one program sets up for a provider (a key, a base URL) does not carry over to the next.
+    for name in [name for name in os.environ if provider_setting.fullmatch(name)]:
+        del os.environ[name]
     with tempfile.TemporaryDirectory() as cwd, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         os.chdir(cwd)
         sys.stdout.flush(); sys.stderr.flush()
@@ -146,7 +279,7 @@ def _run_guide(programs: list[tuple[str, str | None]]) -> list[tuple[int, str, s
         done = subprocess.run(
             [sys.executable, "-c", _RUNNER],
             env=_environment(),
-            input=json.dumps(sources),
+            input=json.dumps([sources, _PROVIDER_SETTING]),
             capture_output=True,
             text=True,
             timeout=TIMEOUT * 2,
@@ -182,16 +315,21 @@ def outcomes() -> dict[str, tuple[int, str, str]]:
 
 def test_the_guides_have_complete_programs() -> None:
     for guide in ["docs/agents.md", "docs/capabilities.md", "docs/getting-started.md", "README.md"]:
-        assert any(name.startswith(f"{guide}:") for name, _, _ in EXAMPLES), f"no complete program in {guide}"
+        programs = [block for block in BLOCKS if block.id.startswith(f"{guide}:") and _PROGRAM.search(block.source)]
+        assert programs, f"no complete program in {guide}"
 
 
-def test_every_python_block_is_a_program_or_marked_an_excerpt() -> None:
-    unmarked = [
-        name
-        for name, source, _ in BLOCKS
-        if not _PROGRAM.search(source) and not _is_excerpt(source) and not _is_test_module(source)
-    ]
-    assert unmarked == [], "start these blocks with '# excerpt' or '# test module', or make them complete programs"
+def test_every_block_runs_and_says_what_it_continues() -> None:
+    """No block is left out as an excerpt; every directive names a block, setup or context that exists."""
+    excerpts = [block.id for block in BLOCKS if block.source.lstrip().lower().startswith("# excerpt")]
+    assert excerpts == [], "make these blocks run (see this module's docstring)"
+    names = [block.name for block in BLOCKS if block.name]
+    assert len(names) == len(set(names)), "block names must be unique across the guides"
+    for block in BLOCKS:
+        assert block.after is None or block.after in NAMED, f"{block.id}: no block named {block.after!r}"
+        assert set(block.setup) <= SETUPS.keys(), f"{block.id}: unknown setup in {block.setup}"
+        assert block.context is None or block.context in CONTEXTS, f"{block.id}: unknown context {block.context!r}"
+        assert not (block.context and _is_test_module(block.source)), f"{block.id}: a test module has no context"
 
 
 @pytest.mark.parametrize(("name", "output"), [(name, output) for name, _, output in EXAMPLES])
