@@ -63,13 +63,13 @@ _PROGRAM = re.compile(r"\b(trio|asyncio)\.run\(")
 SETUPS: dict[str, str] = {
     # A local Anthropic-format server in a thread of this process, where a reader has api.anthropic.com:
     # condukt's anthropic provider reads its base URL from ANTHROPIC_BASE_URL. It answers every request
-    # with a short text (the script's steps first, when a setup after this one adds some).
+    # with a short text.
     "anthropic": """
 import os as _os, threading as _threading
 import trio as _trio
 from condukt.testing.server import ProtocolServer as _ProtocolServer, reply as _reply
 
-_server = _ProtocolServer(responder=lambda request: _reply("The last commit looks fine."))
+_server = _ProtocolServer(responder=lambda request: _reply("OK."))
 _started = _threading.Event()
 
 async def _serve():
@@ -82,6 +82,10 @@ _started.wait()
 _os.environ["ANTHROPIC_BASE_URL"] = _os.environ["OPENAI_BASE_URL"] = _server.url
 _os.environ["ANTHROPIC_API_KEY"] = _os.environ["OPENAI_API_KEY"] = "test-key"
 """,
+    # The key a reader has in a variable.
+    "key": """
+key = "sk-test"
+""",
     # A local Ray for this interpreter (the blocks of cluster.md share it; a cluster opened on it leaves it open).
     "ray": """
 import condukt.ray as _condukt_ray
@@ -89,24 +93,25 @@ _condukt_ray.init()
 """,
 }
 
-#: How a block with ``context=`` runs: ``await block(name=value, ...)`` runs it with those names defined.
+#: How a block with ``context=`` runs: ``await block(name=value, ...)`` runs it with those names defined
+#: (and the context's imports: a fragment's page has ``import condukt``).
 CONTEXTS: dict[str, str] = {
     "node": """
-import trio as _trio
-import condukt as _condukt
+import trio
+import condukt
 
 async def _context():
-    async with _condukt.open_node() as node:
+    async with condukt.open_node() as node:
         await block(node=node)
 
-_trio.run(_context)
+trio.run(_context)
 """,
 }
 
 #: Runs the block's source, compiled so that it may ``await`` at top level, in this script's namespace.
 _HARNESS = """
 import ast as _ast, inspect as _inspect
-_block = compile({source!r}, "example.py", "exec", flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+_block = compile({source!r}, "<the guide's block>", "exec", flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 async def block(**names):
     globals().update(names)
