@@ -86,10 +86,18 @@ _os.environ["ANTHROPIC_API_KEY"] = _os.environ["OPENAI_API_KEY"] = "test-key"
     "key": """
 key = "sk-test"
 """,
-    # A local Ray for this interpreter (the blocks of cluster.md share it; a cluster opened on it leaves it open).
+    # A local Ray for this interpreter, where a reader has a Ray cluster: the blocks of cluster.md share it
+    # (a cluster opened on it leaves it open), and open_cluster(address=...) connects to it, as to any Ray
+    # this process already initialized.
     "ray": """
 import condukt.ray as _condukt_ray
 _condukt_ray.init()
+""",
+    # A session store every node of a local cluster reaches.
+    "sqlite-store": """
+import os as _os
+from condukt.sessions import SQLiteStore as _SQLiteStore
+store = _SQLiteStore(_os.path.abspath("sessions.db"))
 """,
 }
 
@@ -103,6 +111,24 @@ import condukt
 async def _context():
     async with condukt.open_node() as node:
         await block(node=node)
+
+trio.run(_context)
+""",
+    "trio": """
+import trio
+import condukt
+import condukt.ray
+
+trio.run(block)
+""",
+    "cluster": """
+import trio
+import condukt
+import condukt.ray
+
+async def _context():
+    async with condukt.ray.open_cluster(nodes=2) as cluster:
+        await block(cluster=cluster)
 
 trio.run(_context)
 """,
