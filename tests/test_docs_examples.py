@@ -86,6 +86,11 @@ _os.environ["ANTHROPIC_API_KEY"] = _os.environ["OPENAI_API_KEY"] = "test-key"
     "key": """
 key = "sk-test"
 """,
+    # The tokens a service reads from its environment.
+    "tokens": """
+import os as _os
+_os.environ["API_TOKEN"] = _os.environ["OBSERVER_TOKEN"] = "dev-token"
+""",
     # A local Ray for this interpreter, where a reader has a Ray cluster: the blocks of cluster.md share it
     # (a cluster opened on it leaves it open), and open_cluster(address=...) connects to it, as to any Ray
     # this process already initialized.
@@ -114,12 +119,42 @@ async def _context():
 
 trio.run(_context)
 """,
+    # A block that awaits at top level, on trio, with nothing open for it.
     "trio": """
-import trio
-import condukt
-import condukt.ray
+run_block()
+""",
+    # A service that runs until interrupted: once {url} answers (any HTTP status), a Ctrl-C ends it.
+    "serving": """
+import _thread, threading as _threading, time as _time, urllib.error as _urlerror, urllib.request as _urlrequest
 
-trio.run(block)
+_answered = []
+
+def _visit():
+    deadline = _time.monotonic() + 30
+    while not _answered and _time.monotonic() < deadline:
+        try:
+            with _urlrequest.urlopen({url!r}, timeout=5) as response:
+                _answered.append(response.status)
+        except _urlerror.HTTPError as error:
+            _answered.append(error.code)
+        except OSError:
+            _time.sleep(0.1)
+    _time.sleep(0.2)        # the connection's end
+    _thread.interrupt_main()
+
+def _interrupted(error):
+    if isinstance(error, BaseExceptionGroup):
+        return any(_interrupted(inner) for inner in error.exceptions)
+    return isinstance(error, KeyboardInterrupt)
+
+_threading.Thread(target=_visit, daemon=True).start()
+try:
+    run_block()
+except BaseException as error:
+    # The Ctrl-C may land in any of the service's tasks, which then end with it.
+    if not (_answered and _interrupted(error)):
+        raise
+assert _answered, "nothing answered at {url}"
 """,
     "cluster": """
 import trio
@@ -144,6 +179,13 @@ async def block(**names):
     result = eval(_block, globals())
     if _inspect.iscoroutine(result):
         await result
+
+def run_block():
+    # The block; one that awaits at top level runs on trio.
+    result = eval(_block, globals())
+    if _inspect.iscoroutine(result):
+        import trio
+        trio.run(lambda: result)
 """
 
 
@@ -221,7 +263,8 @@ def script(block: Block) -> str:
     parts = [SETUPS[name] for name in setups] + [b.source for b in chain[:first]]
     if first < len(chain):
         source = "\n".join(b.source for b in chain[first:])
-        parts += [_HARNESS.format(source=source), CONTEXTS[chain[first].context]]
+        context, _, url = chain[first].context.partition(":")
+        parts += [_HARNESS.format(source=source), CONTEXTS[context].replace("{url!r}", repr(url)).replace("{url}", url)]
     return "\n".join(parts)
 
 
@@ -229,8 +272,9 @@ EXAMPLES = [(block.id, script(block), block.output) for block in BLOCKS if not _
 TEST_MODULES = [(block.id, script(block)) for block in BLOCKS if _is_test_module(block.source)]
 
 
-#: Environment variables that configure a provider: the programs run without them unless they set them.
-_PROVIDER_SETTING = r"(ANTHROPIC_|OPENAI_|CONDUKT_).*|.*(_API_KEY|_BASE_URL)"
+#: Environment variables that configure a provider or a service's token: the programs run without them
+#: unless they set them.
+_PROVIDER_SETTING = r"(ANTHROPIC_|OPENAI_|CONDUKT_).*|.*(_API_KEY|_BASE_URL|_TOKEN)"
 
 
 def _provider_setting(name: str) -> bool:
@@ -359,7 +403,8 @@ def test_every_block_runs_and_says_what_it_continues() -> None:
     for block in BLOCKS:
         assert block.after is None or block.after in NAMED, f"{block.id}: no block named {block.after!r}"
         assert set(block.setup) <= SETUPS.keys(), f"{block.id}: unknown setup in {block.setup}"
-        assert block.context is None or block.context in CONTEXTS, f"{block.id}: unknown context {block.context!r}"
+        context = (block.context or "").partition(":")[0]
+        assert block.context is None or context in CONTEXTS, f"{block.id}: unknown context {block.context!r}"
         assert not (block.context and _is_test_module(block.source)), f"{block.id}: a test module has no context"
 
 
