@@ -39,6 +39,7 @@ a few at a time.
 from __future__ import annotations
 
 import concurrent.futures
+import importlib.util
 import json
 import os
 import re
@@ -86,6 +87,16 @@ _os.environ["ANTHROPIC_API_KEY"] = _os.environ["OPENAI_API_KEY"] = "test-key"
     "key": """
 key = "sk-test"
 """,
+    # The imports of a page, for a fragment shown without them.
+    "imports": """
+import functools
+import os
+
+import trio
+
+import condukt
+import condukt.web.observer
+""",
     # The tokens a service reads from its environment.
     "tokens": """
 import os as _os
@@ -93,10 +104,21 @@ _os.environ["API_TOKEN"] = _os.environ["OBSERVER_TOKEN"] = "dev-token"
 """,
     # A local Ray for this interpreter, where a reader has a Ray cluster: the blocks of cluster.md share it
     # (a cluster opened on it leaves it open), and open_cluster(address=...) connects to it, as to any Ray
-    # this process already initialized.
+    # this process already initialized. Its workers (the node actors) have a stand-in Anthropic key, as
+    # the reader's machines have a real one: agents spawned on them start (these blocks run none).
     "ray": """
-import condukt.ray as _condukt_ray
-_condukt_ray.init()
+import os as _os, sys as _sys, tempfile as _tempfile
+import condukt
+import condukt.ray
+
+# Started from a directory that outlives this block's (Ray's processes start workers there).
+_cwd = _os.getcwd()
+_os.chdir(_tempfile.gettempdir())
+try:
+    _path = _os.pathsep.join(entry for entry in _sys.path if entry)
+    condukt.ray.init(runtime_env={"env_vars": {"PYTHONPATH": _path, "ANTHROPIC_API_KEY": "test-key"}})
+finally:
+    _os.chdir(_cwd)
 """,
     # A session store every node of a local cluster reaches.
     "sqlite-store": """
@@ -189,6 +211,27 @@ def run_block():
 """
 
 
+#: Writes the blocks with ``file=`` (the files of a project) in the script's directory, packages made.
+_FILES = """
+import os as _os, pathlib as _pathlib, sys as _sys
+for _path, _text in {files!r}.items():
+    _file = _pathlib.Path(_path)
+    _file.parent.mkdir(parents=True, exist_ok=True)
+    for _package in _file.parents[:-1]:
+        (_package / "__init__.py").touch()
+    _file.write_text(_text)
+_sys.path.insert(0, _os.getcwd())
+"""
+
+#: Runs a block with ``file=`` by importing it, as the project it belongs to would.
+_IMPORT = """
+import importlib as _importlib, sys as _sys
+for _name in [name for name in _sys.modules if name.split(".")[0] == {module!r}.split(".")[0]]:
+    del _sys.modules[_name]
+_importlib.import_module({module!r})
+"""
+
+
 @attrs.frozen
 class Block:
     """A python block of a guide and how it runs."""
@@ -200,6 +243,8 @@ class Block:
     after: str | None = None
     setup: tuple[str, ...] = ()
     context: str | None = None
+    file: str | None = None
+    needs: tuple[str, ...] = ()
 
 
 def _directives(text: str | None) -> dict[str, str]:
@@ -224,6 +269,8 @@ def _blocks() -> list[Block]:
                     after=directives.pop("after", None),
                     setup=tuple(filter(None, directives.pop("setup", "").split(","))),
                     context=directives.pop("context", None),
+                    file=directives.pop("file", None),
+                    needs=tuple(filter(None, directives.pop("needs", "").split(","))),
                 )
             )
             assert not directives, f"{guide}:{line}: unknown docs-test directives {sorted(directives)}"
@@ -259,8 +306,16 @@ def script(block: Block) -> str:
     """
     chain = _chain(block)
     setups = list(dict.fromkeys(name for b in chain for name in b.setup))
+    parts = [SETUPS[name] for name in setups]
+    files = {b.file: b.source for b in chain if b.file}
+    if files:
+        parts.append(_FILES.format(files=files))
+    if block.file:
+        parts.append(_IMPORT.format(module=block.file.removesuffix(".py").replace("/", ".")))
+        return "\n".join(parts)
+    chain = [b for b in chain if not b.file]
     first = next((i for i, b in enumerate(chain) if b.context), len(chain))
-    parts = [SETUPS[name] for name in setups] + [b.source for b in chain[:first]]
+    parts += [b.source for b in chain[:first]]
     if first < len(chain):
         source = "\n".join(b.source for b in chain[first:])
         context, _, url = chain[first].context.partition(":")
@@ -268,7 +323,16 @@ def script(block: Block) -> str:
     return "\n".join(parts)
 
 
-EXAMPLES = [(block.id, script(block), block.output) for block in BLOCKS if not _is_test_module(block.source)]
+def _missing(block: Block) -> list[str]:
+    """The modules that ``block`` (``needs=``) and the blocks it continues import and this environment lacks."""
+    return [name for b in _chain(block) for name in b.needs if importlib.util.find_spec(name) is None]
+
+
+EXAMPLES = [
+    (block.id, script(block), block.output)
+    for block in BLOCKS
+    if not _is_test_module(block.source) and not _missing(block)
+]
 TEST_MODULES = [(block.id, script(block)) for block in BLOCKS if _is_test_module(block.source)]
 
 
@@ -376,6 +440,9 @@ def outcomes() -> dict[str, tuple[int, str, str]]:
     by_guide: dict[str, list[tuple[str, str, str | None]]] = {}
     for name, source, output in EXAMPLES:
         by_guide.setdefault(name.rsplit(":", 1)[0], []).append((name, source, output))
+    # The guides on Ray take longest: they start first.
+    slow = {name.rsplit(":", 1)[0] for name in (b.id for b in BLOCKS if "ray" in b.setup)}
+    by_guide = dict(sorted(by_guide.items(), key=lambda item: item[0] not in slow))
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         futures = {
             guide: pool.submit(_run_guide, [(source, output) for _, source, output in programs])
@@ -414,6 +481,12 @@ def test_example_runs(name: str, output: str | None, outcomes: dict[str, tuple[i
     assert code == 0, f"{name} exited {code}\n{printed}\n{errors}"
     if output is not None:
         assert _lines(printed) == _lines(output), f"{name} printed something else than the guide shows"
+
+
+@pytest.mark.parametrize("block", [block for block in BLOCKS if _missing(block)], ids=lambda block: block.id)
+def test_example_needs(block: Block) -> None:
+    """A block that needs a package the test extra brings is skipped, saying what to install, when it is missing."""
+    pytest.skip(f"{block.id} needs {', '.join(_missing(block))}: pip install '.[test]'")
 
 
 @pytest.mark.parametrize(("name", "source"), TEST_MODULES)
