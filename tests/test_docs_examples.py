@@ -145,6 +145,22 @@ trio.run(_context)
     "trio": """
 run_block()
 """,
+    # An ASGI module's ``app``, its lifespan run, asked GET {url} through Starlette's test client on asyncio.
+    "asgi": """
+run_block()
+from starlette.testclient import TestClient as _TestClient
+with _TestClient(app) as _client:
+    _response = _client.get({url!r})
+    assert _response.status_code == 200, (_response.status_code, _response.text)
+""",
+    # The same on trio (an app served by hypercorn on trio).
+    "asgi-trio": """
+run_block()
+from starlette.testclient import TestClient as _TestClient
+with _TestClient(app, backend="trio") as _client:
+    _response = _client.get({url!r})
+    assert _response.status_code == 200, (_response.status_code, _response.text)
+""",
     # A service that runs until interrupted: once {url} answers (any HTTP status), a Ctrl-C ends it.
     "serving": """
 import _thread, threading as _threading, time as _time, urllib.error as _urlerror, urllib.request as _urlrequest
