@@ -6,30 +6,37 @@ pytest file: its tests must pass (with pytest-trio's ``trio_mode``). When
 the guide shows a block's output (a paragraph starting "Output" and then a
 ```text block, right after it), the block must print exactly that.
 
-A block that is a fragment of a larger program says what it continues
-from in an HTML comment right before its fence, which neither GitHub nor
-the docs site shows::
+A block that is a fragment of a larger program, or needs what a reader
+has and these tests do not, says so in an HTML comment right before its
+fence, which neither GitHub nor the docs site shows::
 
-    <!-- docs-test: name=weather after=tools-weather setup=anthropic context=node -->
+    <!-- docs-test: after=calculator setup=anthropic context=node -->
 
 - ``name=N`` names the block, for a later one's ``after=`` (names are
   unique across the guides);
 - ``after=N`` runs block ``N`` first, in the same script: this block
-  continues that one (``N``'s own ``after``, ``setup`` and ``context``
-  carry over unless this block gives its own);
-- ``setup=A,B`` runs the named :data:`SETUPS` first: stand-ins for what a
-  reader has and these tests do not (a provider behind
-  ``ANTHROPIC_BASE_URL``, a Ray cluster, an ``API_TOKEN``...), or the
-  definitions a reference block shows without its imports;
-- ``context=C`` runs the block, which may ``await`` at top level, inside
-  the named :data:`CONTEXTS` (an open node, a cluster, an asyncio loop)
-  with the names the context defines (``node``, ``cluster``).
+  continues that one (the setups of the whole chain run first; from the
+  first block with a context on, the chain runs in that context);
+- ``setup=A,B`` runs the named :data:`SETUPS` first: local stand-ins for
+  what a reader has (a provider behind ``ANTHROPIC_BASE_URL``, a Ray
+  cluster, the tokens a service reads from its environment...);
+- ``context=C`` or ``context=C:URL`` runs the block inside the named
+  :data:`CONTEXTS`: with top-level ``await`` on trio (``trio``), in an
+  open node (``node``) or in a cluster (``cluster``), as a service that runs until a request to
+  ``URL`` is answered and a Ctrl-C ends it (``serving``), or as an ASGI
+  module whose ``app`` answers ``GET URL`` (``asgi``, ``asgi-trio``);
+- ``file=PATH`` makes the block a file of a project, written there (under
+  packages) and run by importing it: a later block ``after=`` it imports it
+  the same way (``from .condukt_node import node``);
+- ``needs=M,N``: modules the test extra brings; without them the block is
+  skipped, saying what to install.
 
 The blocks run offline: in an empty directory, without provider API keys
 in the environment, on ``condukt.testing.ScriptedModel`` or the local
 provider-format server ``condukt.testing.server``. To keep the file fast,
 the blocks of one guide run in one interpreter, each in a fresh namespace,
-a fresh directory and the environment it started with, its output captured
+a fresh directory and without the keys, base URLs and tokens an earlier
+block set in the environment, its output captured
 at the file descriptor level (so subprocesses' output counts too); a block
 that fails there is run again alone in a fresh interpreter, as a reader
 would run it, and that result is the one checked. Guides run concurrently,
