@@ -457,9 +457,38 @@ def _run_guide(programs: list[tuple[str, str | None]]) -> list[tuple[int, str, s
     ]
 
 
+def _run_test_module(source: str) -> tuple[int, str, str]:
+    """Run ``source`` as a pytest file (trio_mode on) in an empty directory: (exit code, stdout, stderr)."""
+    with tempfile.TemporaryDirectory() as cwd:
+        Path(cwd, "test_example.py").write_text(source, encoding="utf-8")
+        try:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-o",
+                    "trio_mode=true",
+                    "test_example.py",
+                ],
+                cwd=cwd,
+                env=_environment(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
+        except subprocess.TimeoutExpired:
+            return -1, "", f"did not finish within {TIMEOUT:g}s"
+    return done.returncode, done.stdout, done.stderr
+
+
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, tuple[int, str, str]]:
-    """Every program's (exit code, stdout, stderr), by id."""
+    """Every program's and test module's (exit code, stdout, stderr), by id; all run at once, a few at a time."""
     by_guide: dict[str, list[tuple[str, str, str | None]]] = {}
     for name, source, output in EXAMPLES:
         by_guide.setdefault(name.rsplit(":", 1)[0], []).append((name, source, output))
@@ -471,7 +500,8 @@ def outcomes() -> dict[str, tuple[int, str, str]]:
             guide: pool.submit(_run_guide, [(source, output) for _, source, output in programs])
             for guide, programs in by_guide.items()
         }
-        found = {}
+        modules = {name: pool.submit(_run_test_module, source) for name, source in TEST_MODULES}
+        found = {name: future.result() for name, future in modules.items()}
         for guide, programs in by_guide.items():
             for (name, _, _), result in zip(programs, futures[guide].result(), strict=True):
                 found[name] = result
@@ -512,17 +542,8 @@ def test_example_needs(block: Block) -> None:
     pytest.skip(f"{block.id} needs {', '.join(_missing(block))}: pip install '.[test]'")
 
 
-@pytest.mark.parametrize(("name", "source"), TEST_MODULES)
-def test_test_module_passes(name: str, source: str, tmp_path: Path) -> None:
-    (tmp_path / "test_example.py").write_text(source, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "trio_mode=true", "test_example.py"],
-        cwd=tmp_path,
-        env=_environment(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert done.returncode == 0, f"{name}\n{done.stdout}\n{done.stderr}"
-    assert " passed" in done.stdout and " failed" not in done.stdout
+@pytest.mark.parametrize("name", [name for name, _ in TEST_MODULES])
+def test_test_module_passes(name: str, outcomes: dict[str, tuple[int, str, str]]) -> None:
+    code, printed, errors = outcomes[name]
+    assert code == 0, f"{name}\n{printed}\n{errors}"
+    assert " passed" in printed and " failed" not in printed
