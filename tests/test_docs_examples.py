@@ -69,8 +69,9 @@ _PROGRAM = re.compile(r"\b(trio|asyncio)\.run\(")
 
 #: Code run before a block that names it in ``setup=``, at the top of the same script.
 SETUPS: dict[str, str] = {
-    # A local Anthropic-format server in a thread of this process, where a reader has api.anthropic.com:
-    # condukt's anthropic provider reads its base URL from ANTHROPIC_BASE_URL. It answers every request
+    # A local provider-format server (condukt.testing.server) in a thread of this process, where a reader
+    # has api.anthropic.com and api.openai.com: the providers read their base URLs from ANTHROPIC_BASE_URL
+    # and OPENAI_BASE_URL, their keys from ANTHROPIC_API_KEY and OPENAI_API_KEY. It answers every request
     # with a short text.
     "anthropic": """
 import os as _os, threading as _threading
@@ -94,7 +95,7 @@ _os.environ["ANTHROPIC_API_KEY"] = _os.environ["OPENAI_API_KEY"] = "test-key"
     "key": """
 key = "sk-test"
 """,
-    # The imports of a page, for a fragment shown without them.
+    # The imports of the observer guide, for its fragment shown without them.
     "imports": """
 import functools
 import os
