@@ -529,18 +529,25 @@ def test_every_block_runs_and_says_what_it_continues() -> None:
         assert not (block.context and _is_test_module(block.source)), f"{block.id}: a test module has no context"
 
 
-@pytest.mark.parametrize(("name", "output"), [(name, output) for name, _, output in EXAMPLES])
+#: Blocks that need a package the test extra brings, skipped (saying what to install) where it is missing.
+_NEEDING = [
+    pytest.param(
+        block.id,
+        None,
+        id=block.id,
+        marks=pytest.mark.skip(reason=f"{block.id} needs {', '.join(_missing(block))}: pip install '.[test]'"),
+    )
+    for block in BLOCKS
+    if _missing(block)
+]
+
+
+@pytest.mark.parametrize(("name", "output"), [(name, output) for name, _, output in EXAMPLES] + _NEEDING)
 def test_example_runs(name: str, output: str | None, outcomes: dict[str, tuple[int, str, str]]) -> None:
     code, printed, errors = outcomes[name]
     assert code == 0, f"{name} exited {code}\n{printed}\n{errors}"
     if output is not None:
         assert _lines(printed) == _lines(output), f"{name} printed something else than the guide shows"
-
-
-@pytest.mark.parametrize("block", [block for block in BLOCKS if _missing(block)], ids=lambda block: block.id)
-def test_example_needs(block: Block) -> None:
-    """A block that needs a package the test extra brings is skipped, saying what to install, when it is missing."""
-    pytest.skip(f"{block.id} needs {', '.join(_missing(block))}: pip install '.[test]'")
 
 
 @pytest.mark.parametrize("name", [name for name, _ in TEST_MODULES])

@@ -13,7 +13,6 @@ over empty tuples for the rest.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 

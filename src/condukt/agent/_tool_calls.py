@@ -217,7 +217,8 @@ class _Calls:
         elif (problem := tool.validate(call.arguments)) is not None:
             content, is_error = _error(f"invalid arguments for {call.name}: {problem}"), True
         else:
-            # Positional, in ToolContext's field order: (agent, cwd, opts, session_id, tool_call_id, confine, secrets, emit, sandbox).
+            # Positional, in ToolContext's field order: agent, cwd, opts, session_id,
+            # tool_call_id, then confine, secrets, emit, sandbox (shared by the turn).
             context = ToolContext(session.handle, session.cwd, tool.opts, session.id, call.id, *self.context_tail)
             try:
                 value = await tool.call(call.arguments.copy(), context)
