@@ -8,7 +8,9 @@ the pool and the HTTP/1.1 codec (:mod:`._http11`): idle connections wait in
 a per-origin stack, a request writes its head and body in one ``send_all``,
 a chunked body hands over every complete chunk received so far at once, and
 a response that is not read to the end closes its connection at once, so a
-cancelled request never leaks one.
+cancelled request never leaks one. :meth:`TrioTransport.exchange` is the
+same round trip without httpx's request and response objects, for callers
+(the providers) that send many alike requests.
 
 It speaks HTTP/1.1 over TCP or TLS, honours httpx's per-request timeouts
 (``connect``, ``read``, ``write``, ``pool``; ``read`` and ``write`` per
