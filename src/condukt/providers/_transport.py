@@ -217,7 +217,7 @@ class RawResponse:
     async def read(self) -> bytes:
         """The whole (undecoded) body; the connection then goes back to the pool.
 
-        Cancelled before the end, it closes the connection (its rest of a body cannot be skipped).
+        Cancelled before the end, it closes the connection (the rest of its body cannot be skipped).
         """
         chunks = [chunk async for chunk in self.stream]
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
