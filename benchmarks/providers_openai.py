@@ -42,6 +42,8 @@ LATENCY = 0.05
 IDEAL = 2 * LATENCY
 
 ROUNDS = 3
+#: The gen-0 threshold of the ``--gc`` rows (Python's default: 700).
+TUNED_GEN0 = 50_000
 
 
 class Noop(condukt.Tool):
@@ -67,11 +69,20 @@ def start_server() -> tuple[subprocess.Popen[str], int]:
 
 
 async def one_round(
-    node: condukt.Node, url: str, n: int, stream: bool, limits: dict[str, Any] | None = None, run_timeout: float = 60
+    node: condukt.Node,
+    url: str,
+    n: int,
+    stream: bool,
+    limits: dict[str, Any] | None = None,
+    run_timeout: float = 60,
+    tuned_gc: bool = False,
 ) -> tuple[float, float]:
     """Spawn n agents, then time their runs: (CPU seconds, makespan seconds).
 
     ``limits``: the provider-limit model options (default: no concurrency limit).
+    ``tuned_gc``: what docs/providers.md suggests for thousands of agents
+    (``gc.freeze()`` once they are started, a gen-0 threshold of 50,000),
+    undone after the round.
     """
     agents = [
         await node.spawn(
@@ -85,6 +96,10 @@ async def one_round(
         for _ in range(n)
     ]
     gc.collect()
+    thresholds = gc.get_threshold()
+    if tuned_gc:
+        gc.freeze()
+        gc.set_threshold(TUNED_GEN0)
     results: list[str] = []
 
     async def run(agent: condukt.AgentHandle) -> None:
@@ -97,6 +112,9 @@ async def one_round(
             nursery.start_soon(run, agent)
     makespan = time.perf_counter() - start
     cpu = time.process_time() - cpu
+    if tuned_gc:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
     assert results == ["done"] * n, results[:3]
     for agent in agents:
         await agent.stop()
@@ -133,7 +151,80 @@ async def codec_rows(url: str) -> list[str]:
     return rows
 
 
-async def main(profile: bool, codec: bool, rounds: int) -> None:
+async def gc_rows(url: str, rounds: int) -> list[str]:
+    """Default GC against the tuning docs/providers.md suggests, same node, rounds alternating (ABBA), best of ``rounds``.
+
+    Also the share of the client CPU spent in collections (``gc.callbacks``) under each.
+    """
+    spent = [0.0, 0.0]
+
+    def timer(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            spent[1] = time.process_time()
+        else:
+            spent[0] += time.process_time() - spent[1]
+
+    rows = []
+    gc.callbacks.append(timer)
+    try:
+        async with condukt.open_node() as node:
+            await one_round(node, url, 1000, False, {}, 600)  # warm-up
+            for stream, n in ((False, 1000), (True, 1000), (False, 5000)):
+                best: dict[bool, tuple[float, float, float]] = {}
+                for round in range(rounds):
+                    for tuned in (False, True) if round % 2 == 0 else (True, False):
+                        spent[0] = 0.0
+                        cpu, makespan = await one_round(node, url, n, stream, {}, 600, tuned_gc=tuned)
+                        old = best.get(tuned, (math.inf, math.inf, 0.0))
+                        share = spent[0] / cpu if cpu < old[0] else old[2]
+                        best[tuned] = (min(old[0], cpu), min(old[1], makespan), share)
+                kind = "streaming" if stream else "non-streaming"
+                for tuned, (cpu, makespan, share) in best.items():
+                    label = f"gc.freeze()+gen0 {TUNED_GEN0:,}" if tuned else "default GC"
+                    rows.append(
+                        f"{kind:>13} N={n:<5} {label:<25} client CPU/run {cpu / n * 1000:6.3f} ms"
+                        f" (in GC: {share * 100:3.0f}%)   makespan {makespan:6.3f} s"
+                    )
+    finally:
+        gc.callbacks.remove(timer)
+    return rows
+
+
+async def path_rows(url: str, rounds: int) -> list[str]:
+    """The providers' request path: through httpx's Request and Response objects (before issue 11's
+    second pass) and through ``TrioTransport.exchange`` (today), same node, alternating (ABBA), best of ``rounds``."""
+    from condukt.providers import _http_model
+
+    today = _http_model.TrioTransport
+
+    class Never:
+        """Matches no transport: the model takes its httpx path."""
+
+    rows = []
+    async with condukt.open_node() as node:
+        await one_round(node, url, 1000, False, {}, 600)  # warm-up
+        for stream in (False, True):
+            best: dict[str, float] = {}
+            for round in range(2 * rounds):
+                pair = ("httpx objects", "exchange")
+                for label in pair if round % 2 == 0 else pair[::-1]:
+                    _http_model.TrioTransport = Never if label == "httpx objects" else today  # type: ignore[misc]
+                    try:
+                        cpu, _ = await one_round(node, url, 1000, stream, {}, 600)
+                    finally:
+                        _http_model.TrioTransport = today  # type: ignore[misc]
+                    best[label] = min(best.get(label, math.inf), cpu)
+            kind = "streaming" if stream else "non-streaming"
+            rows.append(
+                f"{kind:>13} N=1000  client CPU/run: httpx Request/Response {best['httpx objects']:6.3f} ms,"
+                f" TrioTransport.exchange {best['exchange']:6.3f} ms = {best['httpx objects'] / best['exchange']:4.2f}x"
+            )
+    return rows
+
+
+async def main(
+    profile: bool, codec: bool, rounds: int, gc_tuning: bool = False, only_extra: bool = False, paths: bool = False
+) -> None:
     """Issue 11's table: default settings, N = 1,000 and 5,000, both modes, condukt's transport and httpx's default."""
     import datetime
 
@@ -154,39 +245,44 @@ async def main(profile: bool, codec: bool, rounds: int) -> None:
         ("httpx default (httpcore)", lambda: httpx.AsyncHTTPTransport(limits=POOL)),
     ]
     try:
-        async with condukt.open_node() as ours, condukt.open_node() as theirs:
-            nodes = {}
-            for (label, factory), node in zip(transports, (ours, theirs), strict=True):
-                if factory is not None:
-                    condukt.providers.configure_http(node, transport=factory())
-                nodes[label] = node
-                await one_round(node, url, 1000, False, {}, 600)  # warm-up: connections, imports, caches
-            for stream in (False, True):
-                for n in (1000, 5000):
-                    # httpcore only at N = 1,000: with 5,000 runs its per-request cost grows with
-                    # the requests waiting for a connection, and one round takes minutes.
-                    running = {label: node for label, node in nodes.items() if n <= 1000 or label.startswith("Trio")}
-                    best = {label: (float("inf"), float("inf")) for label in running}
-                    for round in range(rounds):
-                        order = list(running.items()) if round % 2 == 0 else list(running.items())[::-1]
-                        for label, node in order:  # ABBA: neither side always runs second
-                            profiler = cProfile.Profile() if profile and label.startswith("Trio") else None
-                            if profiler:
-                                profiler.enable()
-                            cpu, makespan = await one_round(node, url, n, stream, {}, 600)
-                            if profiler:
-                                profiler.disable()
-                                pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
-                            best[label] = (min(best[label][0], cpu), min(best[label][1], makespan))
-                    kind = "streaming" if stream else "non-streaming"
-                    base = best.get(transports[1][0], (math.nan, math.nan))[0]
-                    for label, (cpu, makespan) in best.items():
-                        rows.append(
-                            f"{kind:>13} N={n:<5} {label:<25} client CPU/run {cpu / n * 1000:6.3f} ms"
-                            f" (httpx's / this: {base / cpu:5.2f}x)   makespan {makespan:6.3f} s"
-                        )
+        if not only_extra:
+            async with condukt.open_node() as ours, condukt.open_node() as theirs:
+                nodes = {}
+                for (label, factory), node in zip(transports, (ours, theirs), strict=True):
+                    if factory is not None:
+                        condukt.providers.configure_http(node, transport=factory())
+                    nodes[label] = node
+                    await one_round(node, url, 1000, False, {}, 600)  # warm-up: connections, imports, caches
+                for stream in (False, True):
+                    for n in (1000, 5000):
+                        # httpcore only at N = 1,000: with 5,000 runs its per-request cost grows with
+                        # the requests waiting for a connection, and one round takes minutes.
+                        running = {label: node for label, node in nodes.items() if n <= 1000 or label.startswith("Trio")}
+                        best = {label: (float("inf"), float("inf")) for label in running}
+                        for round in range(rounds):
+                            order = list(running.items()) if round % 2 == 0 else list(running.items())[::-1]
+                            for label, node in order:  # ABBA: neither side always runs second
+                                profiler = cProfile.Profile() if profile and label.startswith("Trio") else None
+                                if profiler:
+                                    profiler.enable()
+                                cpu, makespan = await one_round(node, url, n, stream, {}, 600)
+                                if profiler:
+                                    profiler.disable()
+                                    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+                                best[label] = (min(best[label][0], cpu), min(best[label][1], makespan))
+                        kind = "streaming" if stream else "non-streaming"
+                        base = best.get(transports[1][0], (math.nan, math.nan))[0]
+                        for label, (cpu, makespan) in best.items():
+                            rows.append(
+                                f"{kind:>13} N={n:<5} {label:<25} client CPU/run {cpu / n * 1000:6.3f} ms"
+                                f" (httpx's / this: {base / cpu:5.2f}x)   makespan {makespan:6.3f} s"
+                            )
         if codec:
             rows.extend(await codec_rows(url))
+        if paths:
+            rows.extend(await path_rows(url, rounds))
+        if gc_tuning:
+            rows.extend(await gc_rows(url, rounds))
     finally:
         assert process.stdin is not None
         process.stdin.close()
@@ -209,5 +305,10 @@ if __name__ == "__main__":
     parser.add_argument("--profile", action="store_true", help="print a cProfile of condukt's transport rounds")
     parser.add_argument("--codec", action="store_true", help="also the old codec vs httptools rows (slow)")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per row (best of)")
+    parser.add_argument("--gc", action="store_true", help="also default GC against gc.freeze() + a larger gen-0 threshold")
+    parser.add_argument("--paths", action="store_true", help="also httpx Request/Response against TrioTransport.exchange")
+    parser.add_argument("--no-table", action="store_true", help="only the extra rows asked for")
     arguments = parser.parse_args()
-    trio.run(main, arguments.profile, arguments.codec, arguments.rounds)
+    trio.run(
+        main, arguments.profile, arguments.codec, arguments.rounds, arguments.gc, arguments.no_table, arguments.paths
+    )

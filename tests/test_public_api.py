@@ -57,7 +57,7 @@ SUBPACKAGES = {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
         "SandboxError", "redact_host_credentials",
     },
-    "condukt.providers.lowlevel": {"HttpModel", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"},
+    "condukt.providers.lowlevel": {"HttpModel", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"},
     "condukt.mcp": {
         "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
         "server_for", "sse", "stdio",

@@ -275,3 +275,42 @@ async def test_response_conformance(case: Case, nursery: trio.Nursery) -> None:
     assert results == list(case.expect)
     if case.connections is not None:
         assert server.connections == case.connections
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+async def test_response_conformance_without_httpx_objects(case: Case, nursery: trio.Nursery) -> None:
+    """The same table through ``TrioTransport.exchange`` (what the providers send through): same bodies, same errors.
+
+    An encoded body is read through ``RawResponse.to_httpx``, as the providers do.
+    """
+    server = RawServer(case.steps)
+    [listener] = await nursery.start(functools.partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+    port = listener.socket.getsockname()[1]
+    url = httpx.URL(f"http://127.0.0.1:{port}/")
+    timeouts: dict[str, float | None] = {"connect": READ_TIMEOUT, "read": READ_TIMEOUT, "write": READ_TIMEOUT}
+    results: list[bytes | type[httpx.HTTPError]] = []
+    transport = TrioTransport()
+    with trio.fail_after(READ_TIMEOUT + 3):
+        for method in case.methods:
+            body = b"{}" if method == "POST" else b""
+            try:
+                response = await transport.exchange(
+                    method, url, [(b"Host", b"127.0.0.1:%d" % port)], body, timeouts=timeouts
+                )
+                try:
+                    if response.header(b"content-encoding") is not None:
+                        results.append(await response.to_httpx().aread())
+                    else:
+                        results.append(await response.read())
+                finally:
+                    await response.aclose()
+            except httpx.HTTPError as exc:
+                print(f"{type(exc).__name__}: {exc}")
+                results.append(type(exc))
+                continue
+            if case.check is not None:
+                assert case.check(response.to_httpx()), response.headers
+        await transport.aclose()
+    assert results == list(case.expect)
+    if case.connections is not None:
+        assert server.connections == case.connections

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import ssl
 from collections.abc import AsyncIterator
 
@@ -211,3 +212,25 @@ async def test_tls_failures_say_why(nursery: trio.Nursery) -> None:
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED") as info:
             await client.get(f"https://127.0.0.1:{port}/")
     assert isinstance(info.value.__cause__, trio.BrokenResourceError)
+
+
+async def test_exchange_pools_its_connection_and_closes_one_left_unread(server: ProtocolServer) -> None:
+    transport = TrioTransport()
+    url = httpx.URL(server.url + "/v1/chat/completions")
+    host = [(b"Host", url.netloc)]
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    for text in ("one", "two"):
+        server.add(reply(text))
+        response = await transport.exchange("POST", url, host, body)
+        assert response.status_code == 200
+        assert (response.header(b"content-type") or b"").startswith(b"application/json")
+        assert json.loads(await response.read())["choices"][0]["message"]["content"] == text
+        assert transport.idle_connections == 1 and transport.active_connections == 0
+    assert server.connections == 1
+    assert server.requests[-1].headers["content-length"] == str(len(body))
+    assert server.requests[-1].headers["user-agent"].startswith("condukt/")
+    server.add(reply("unread"))
+    response = await transport.exchange("POST", url, host, body)
+    await response.aclose()
+    assert transport.idle_connections == 0 and transport.active_connections == 0
+    await transport.aclose()

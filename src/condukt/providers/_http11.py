@@ -21,6 +21,7 @@ Requests are written by :func:`encode_request`, in one buffer.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import httptools
 
@@ -43,7 +44,9 @@ class ProtocolError(Exception):
     """The peer broke HTTP/1.1 (or a request could not be written as HTTP/1.1)."""
 
 
-def encode_request(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes | None) -> bytes:
+def encode_request(
+    method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]], body: bytes | None
+) -> bytes:
     """The request's bytes: request line, headers and ``body`` (``None``: the body follows chunked).
 
     Raises :class:`ProtocolError` for a header name that is not a token or a

@@ -13,7 +13,7 @@ import abc
 import logging
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -625,26 +625,35 @@ class HttpModel(abc.ABC):
         try:
             timeouts = self._request_timeouts()
             stall = self._stall
+            # Moving a deadline costs about 4 us (trio re-files it): a move smaller than
+            # 1/1024 of the idle timeout (0.6 s of the default 600 s) is skipped.
+            slack = stall / 1024
             scope = trio.CancelScope(deadline=trio.current_time() + stall)
 
             def progress() -> None:
-                scope.deadline = trio.current_time() + stall
+                deadline = trio.current_time() + stall
+                if deadline - scope.deadline > slack:
+                    scope.deadline = deadline
 
             async def resend(reason: str) -> None:
                 await emit.emit(Retry(self.provider, attempt, reason, 0.0))
 
-            # The headers httpx would add (Host, Content-Length) are added here, and the body given
-            # as a stream: half the cost of ``content=body`` (which re-checks every header).
-            request = httpx.Request(
-                "POST",
-                self._url,
-                headers=[*self._raw_headers(), (b"Content-Length", b"%d" % len(body))],
-                stream=httpx.ByteStream(body),
-                extensions={"timeout": timeouts, "condukt.progress": progress, "condukt.resend": resend},
-            )
-            request.read()
+            transport = self._services.transport if self._http_client is None else None
             with scope:
-                message = await self._exchange(request, emit)
+                if isinstance(transport, TrioTransport):
+                    message = await self._exchange_raw(transport, body, timeouts, progress, resend, emit)
+                else:
+                    # The headers httpx would add (Host, Content-Length) are added here, and the body
+                    # given as a stream: half the cost of ``content=body`` (which re-checks every header).
+                    request = httpx.Request(
+                        "POST",
+                        self._url,
+                        headers=[*self._raw_headers(), (b"Content-Length", b"%d" % len(body))],
+                        stream=httpx.ByteStream(body),
+                        extensions={"timeout": timeouts, "condukt.progress": progress, "condukt.resend": resend},
+                    )
+                    request.read()
+                    message = await self._exchange(request, emit)
             if scope.cancelled_caught:
                 raise (StreamError if emit.emitted else ProviderUnavailable)(
                     self.provider, f"no data from the server for {self._stall:g}s"
@@ -669,6 +678,41 @@ class HttpModel(abc.ABC):
         response.request = request
         return response
 
+    async def _exchange_raw(
+        self,
+        transport: TrioTransport,
+        body: bytes,
+        timeouts: dict[str, float | None],
+        progress: Callable[[], object],
+        resend: Callable[[str], Awaitable[object]],
+        emit: _Guard,
+    ) -> AssistantMessage:
+        """:meth:`_exchange` on the node's own :class:`TrioTransport`, without httpx's request and response
+        objects (:meth:`TrioTransport.exchange`: about 45 us less a request, and fewer objects for the
+        garbage collector); an error status or an encoded body still goes through ``httpx.Response``."""
+        try:
+            response = await transport.exchange(
+                "POST", self._url, self._raw_headers(), body, timeouts=timeouts, progress=progress, resend=resend
+            )
+        except httpx.TimeoutException as exc:
+            raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
+        try:
+            if response.status_code >= 400 or response.header(b"content-encoding") is not None:
+                return await self._handle(response.to_httpx(), emit)
+            if self.stream and (response.header(b"content-type") or b"").startswith(b"text/event-stream"):
+                return await self._read_events(response.stream, emit)
+            try:
+                content = await response.read()
+            except httpx.TimeoutException as exc:
+                raise ProviderUnavailable(self.provider, f"timed out reading the response: {exc}") from None
+            except httpx.HTTPError as exc:
+                raise ProviderUnavailable(self.provider, f"connection lost reading the response: {exc}") from None
+            return await self._decode_body(content, emit)
+        finally:
+            await response.aclose()
+
     async def _exchange(self, request: httpx.Request, emit: _Guard) -> AssistantMessage:
         try:
             response = await self._send(request)
@@ -677,22 +721,28 @@ class HttpModel(abc.ABC):
         except httpx.HTTPError as exc:
             raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
         try:
-            if response.status_code >= 400:
-                raise await self._status_error(response)
-            if self.stream and response.headers.get("content-type", "").startswith("text/event-stream"):
-                return await self._read_stream(response, emit)
-            return await self._read_body(response, emit)
+            return await self._handle(response, emit)
         finally:
             await response.aclose()
 
-    async def _read_body(self, response: httpx.Response, emit: _Guard) -> AssistantMessage:
+    async def _handle(self, response: httpx.Response, emit: _Guard) -> AssistantMessage:
+        if response.status_code >= 400:
+            raise await self._status_error(response)
+        if self.stream and response.headers.get("content-type", "").startswith("text/event-stream"):
+            # Without a content encoding the body needs no decoding: read the
+            # stream itself rather than through two layers of async generators.
+            chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.stream
+            return await self._read_events(chunks, emit)  # type: ignore[arg-type]
         try:
             await response.aread()
         except httpx.TimeoutException as exc:
             raise ProviderUnavailable(self.provider, f"timed out reading the response: {exc}") from None
         except httpx.HTTPError as exc:
             raise ProviderUnavailable(self.provider, f"connection lost reading the response: {exc}") from None
-        message = self.decode_response(response.content)
+        return await self._decode_body(response.content, emit)
+
+    async def _decode_body(self, content: bytes, emit: _Guard) -> AssistantMessage:
+        message = self.decode_response(content)
         if self.stream:
             # The server ignored "stream": still give the reader its deltas.
             for block in message.content:
@@ -702,15 +752,12 @@ class HttpModel(abc.ABC):
                     await emit(TextDelta(block.text))
         return message
 
-    async def _read_stream(self, response: httpx.Response, emit: _Guard) -> AssistantMessage:
+    async def _read_events(self, chunks: AsyncIterable[bytes], emit: _Guard) -> AssistantMessage:
         decoder = SSEDecoder()
         assembler = self.stream_assembler()
-        # Without a content encoding the body needs no decoding: read the
-        # stream itself rather than through two layers of async generators.
-        chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.stream
         try:
             # The attempt's idle deadline moves as bytes arrive (``condukt.progress``).
-            async for chunk in chunks:  # type: ignore[union-attr]
+            async for chunk in chunks:
                 for event in decoder.feed(chunk):
                     for delta in self.decode_event(assembler, event):
                         await emit(delta)

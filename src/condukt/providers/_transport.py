@@ -8,7 +8,9 @@ the pool and the HTTP/1.1 codec (:mod:`._http11`): idle connections wait in
 a per-origin stack, a request writes its head and body in one ``send_all``,
 a chunked body hands over every complete chunk received so far at once, and
 a response that is not read to the end closes its connection at once, so a
-cancelled request never leaks one.
+cancelled request never leaks one. :meth:`TrioTransport.exchange` is the
+same round trip without httpx's request and response objects, for callers
+(the providers) that send many alike requests.
 
 It speaks HTTP/1.1 over TCP or TLS, honours httpx's per-request timeouts
 (``connect``, ``read``, ``write``, ``pool``; ``read`` and ``write`` per
@@ -30,7 +32,7 @@ import logging
 import select
 import ssl
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
@@ -39,7 +41,7 @@ import trio
 from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_request
 from ._proxy import Proxy, ProxyMap
 
-__all__ = ["TrioTransport"]
+__all__ = ["RawResponse", "TrioTransport"]
 
 logger = logging.getLogger("condukt.providers")
 
@@ -178,6 +180,66 @@ class _ResponseStream(httpx.AsyncByteStream):
         await trio.lowlevel.checkpoint_if_cancelled()
 
 
+class RawResponse:
+    """A response from :meth:`TrioTransport.exchange`: its status and raw headers, the body still to read.
+
+    What ``httpx.Response`` holds, without its layers (header decoding,
+    content decoders, chunkers, async generators: about 30 us a response).
+    The body is read from :attr:`stream` (an ``httpx.AsyncByteStream``
+    yielding the bytes as they arrive) or at once with :meth:`read`; it is
+    not decoded: a response with a ``Content-Encoding`` is better read
+    through :meth:`to_httpx`. Read to its end, the connection goes back to
+    the pool; closed before (:meth:`aclose`), the connection is closed.
+    Reading raises what ``httpx`` raises (``ReadError``, ``ReadTimeout``,
+    ``RemoteProtocolError``).
+    """
+
+    __slots__ = ("headers", "reason", "status_code", "stream")
+
+    def __init__(self, head: ResponseHead, stream: httpx.AsyncByteStream) -> None:
+        #: The HTTP status.
+        self.status_code: int = head.status_code
+        #: The reason phrase, as sent.
+        self.reason: bytes = head.reason
+        #: The headers as sent: ``(name, value)`` byte pairs, names in the server's case.
+        self.headers: list[tuple[bytes, bytes]] = head.headers
+        #: The body, chunk by chunk.
+        self.stream = stream
+
+    def header(self, name: bytes) -> bytes | None:
+        """The first value of header ``name`` (given in lower case; matched case-insensitively), or ``None``."""
+        size = len(name)
+        for key, value in self.headers:
+            if len(key) == size and key.lower() == name:
+                return value
+        return None
+
+    async def read(self) -> bytes:
+        """The whole (undecoded) body; the connection then goes back to the pool.
+
+        Cancelled before the end, it closes the connection (the rest of its body cannot be skipped).
+        """
+        chunks = [chunk async for chunk in self.stream]
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def aclose(self) -> None:
+        """Stop reading: a body not read to its end closes its connection. Idempotent.
+
+        The closing happens before its only checkpoint: cancelled, it has closed the connection
+        when it raises ``trio.Cancelled``.
+        """
+        await self.stream.aclose()
+
+    def to_httpx(self) -> httpx.Response:
+        """An ``httpx.Response`` reading the same body (decoded per ``Content-Encoding``); use one or the other."""
+        return httpx.Response(
+            self.status_code,
+            headers=self.headers,
+            stream=self.stream,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": self.reason},
+        )
+
+
 def _translate(exc: BaseException) -> httpx.HTTPError:
     if isinstance(exc, ProtocolError):
         return httpx.RemoteProtocolError(str(exc) or "malformed response from the server")
@@ -219,23 +281,25 @@ async def _wait_for_slot(slots: trio.Semaphore, timeout: float | None) -> None:
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
 
-def _resend_reason(request: httpx.Request, exc: httpx.HTTPError) -> str | None:
-    """Why ``request``, failed on a reused connection before any byte of an answer, may be sent
+def _resend_reason(
+    method: str, headers: Sequence[tuple[bytes, bytes]], replayable: bool, exc: httpx.HTTPError
+) -> str | None:
+    """Why a request, failed on a reused connection before any byte of an answer, may be sent
     again on a new one; ``None`` if it may not.
 
     The rule: a request is sent again only when the server cannot have acted
     on it. Writing it failed, so the server never had the whole request; or
-    it is idempotent (by method, or it carries an ``Idempotency-Key``), so
-    acting twice is acting once. A ``POST`` that was written whole and then
-    met a closed connection is not sent again: the server may have read and
-    processed it before closing. Its body must be in memory (a streamed body
-    cannot be replayed).
+    it is idempotent (by ``method``, or it carries an ``Idempotency-Key`` in
+    ``headers``), so acting twice is acting once. A ``POST`` that was written
+    whole and then met a closed connection is not sent again: the server may
+    have read and processed it before closing. Its body must be in memory
+    (``replayable``: a streamed body cannot be replayed).
     """
-    if not isinstance(request.stream, httpx.ByteStream):
+    if not replayable:
         return None
     if isinstance(exc, httpx.WriteError):
         return "the reused connection was closed before the request was sent; sent again on a new connection"
-    if request.method in _IDEMPOTENT or "idempotency-key" in request.headers:
+    if method in _IDEMPOTENT or any(name.lower() == b"idempotency-key" for name, _ in headers):
         return "the reused connection was closed without an answer; idempotent request sent again on a new connection"
     return None
 
@@ -352,16 +416,90 @@ class TrioTransport(httpx.AsyncBaseTransport):
         while it waits for a free connection), it closes the request's
         connection and frees its slot before ``trio.Cancelled`` propagates.
         """
+        stream = request.stream
+        request_headers = request.headers
+        headers: Sequence[tuple[bytes, bytes]] = request_headers.raw
+        body: bytes | None = None
+        chunked = False
+        if isinstance(stream, httpx.ByteStream):
+            body = request.content
+        else:
+            chunked = "content-length" not in request_headers
+            if chunked and "transfer-encoding" not in request_headers:
+                # httpx says chunked itself for a streamed body; a request built otherwise may not.
+                headers = [*headers, (b"Transfer-Encoding", b"chunked")]
+        extensions = request.extensions
+        timeouts = _timeouts(request)
+        conn, head = await self._round_trip(
+            request.method,
+            request.url,
+            headers,
+            body,
+            timeouts,
+            extensions.get("condukt.progress"),
+            extensions.get("condukt.resend"),
+            None if body is not None else stream,  # type: ignore[arg-type]
+            chunked,
+        )
+        return httpx.Response(
+            head.status_code,
+            headers=head.headers,
+            stream=_ResponseStream(self, conn, timeouts.get("read")),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
+        )
+
+    async def exchange(
+        self,
+        method: str,
+        url: httpx.URL,
+        headers: Sequence[tuple[bytes, bytes]],
+        body: bytes,
+        *,
+        timeouts: dict[str, float | None] | None = None,
+        progress: Callable[[], object] | None = None,
+        resend: Callable[[str], Awaitable[object]] | None = None,
+    ) -> RawResponse:
+        """Send a request whose body is in memory, without building ``httpx.Request`` and ``httpx.Response``.
+
+        What :meth:`handle_async_request` does (same pool, same errors, same
+        cancellation and resend rules), for a caller that has its headers as
+        raw pairs already: a model API client sends thousands of alike
+        requests, and httpx's request and response objects cost about 45 us
+        a request, a tenth of an agent run's client CPU (measured in
+        ``benchmarks/providers_openai.py``). ``headers`` go out as given (they
+        should hold ``Host``), followed by ``Content-Length``, and
+        ``User-Agent`` / ``Accept-Encoding`` when missing. ``timeouts``,
+        ``progress`` and ``resend`` are what the ``timeout``,
+        ``condukt.progress`` and ``condukt.resend`` request extensions are to
+        :meth:`handle_async_request`. The caller reads or closes the
+        returned :class:`RawResponse`.
+        """
+        headers = [*headers, (b"Content-Length", b"%d" % len(body))]
+        if timeouts is None:
+            timeouts = {}
+        conn, head = await self._round_trip(method, url, headers, body, timeouts, progress, resend)
+        return RawResponse(head, _ResponseStream(self, conn, timeouts.get("read")))
+
+    async def _round_trip(
+        self,
+        method: str,
+        url: httpx.URL,
+        headers: Sequence[tuple[bytes, bytes]],
+        body: bytes | None,
+        timeouts: dict[str, float | None],
+        progress: Callable[[], object] | None,
+        resend: Callable[[str], Awaitable[object]] | None,
+        body_stream: AsyncIterable[bytes] | None = None,
+        chunked: bool = False,
+    ) -> tuple[_Connection, ResponseHead]:
+        """Send one request (``body`` in memory, or ``None`` and ``body_stream``) and read its response head."""
         if self._closed:
             raise httpx.LocalProtocolError("the transport is closed")
-        url = request.url
         scheme = url.raw_scheme
         if scheme not in (b"http", b"https"):
             raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
         port = url.port or (443 if scheme == b"https" else 80)
         origin: _Origin = (scheme, url.host, port)
-        timeouts = _timeouts(request)
-        progress = request.extensions.get("condukt.progress")
         slots = self._slots
         if slots is not None:
             try:
@@ -371,22 +509,26 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 await _wait_for_slot(slots, timeouts.get("pool"))
         conn: _Connection | None = None
         try:
+            route = self._route(origin)
+            # Plain HTTP through a proxy goes to it in the absolute form (HTTPS tunnels through it).
+            data = self._encode(method, url, headers, body, route if scheme == b"http" else None)
             while True:
                 conn = self._reuse(origin)
                 reused = conn is not None
                 if conn is None:
-                    conn = await self._connect(origin, timeouts.get("connect"), self._route(origin))
+                    conn = await self._connect(origin, timeouts.get("connect"), route)
                 self._active.add(conn)
                 conn.progress = progress
                 try:
-                    await self._send(conn, request, timeouts.get("write"))
-                    head = await self._receive_head(conn, timeouts.get("read"), request.method == "HEAD")
+                    await self._send(conn, data, body_stream, chunked, timeouts.get("write"))
+                    head = await self._receive_head(conn, timeouts.get("read"), method == "HEAD")
                     break
                 except (httpx.WriteError, httpx.ReadError, httpx.RemoteProtocolError) as exc:
                     # A kept-alive connection the server closed just as it was reused.
-                    reason = _resend_reason(request, exc) if reused and not conn.reader.started else None
+                    started = conn.reader.started
+                    reason = _resend_reason(method, headers, body is not None, exc) if reused and not started else None
                     if reason is None:
-                        if reused and not conn.reader.started:
+                        if reused and not started:
                             raise type(exc)(
                                 f"{exc} (a reused connection, closed after the whole request was sent:"
                                 " the server may have processed it, so it is not sent again here)"
@@ -394,10 +536,9 @@ class TrioTransport(httpx.AsyncBaseTransport):
                         raise
                     self._forget(conn)
                     conn = None
-                    logger.info("%s %s: %s", request.method, url.host, reason)
-                    on_resend = request.extensions.get("condukt.resend")
-                    if on_resend is not None:
-                        await on_resend(reason)
+                    logger.info("%s %s: %s", method, url.host, reason)
+                    if resend is not None:
+                        await resend(reason)
         except BaseException as exc:
             if conn is not None:
                 self._discard(conn)
@@ -408,12 +549,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
             if isinstance(exc, Exception):
                 raise _translate(exc) from exc
             raise
-        return httpx.Response(
-            head.status_code,
-            headers=head.headers,
-            stream=_ResponseStream(self, conn, timeouts.get("read")),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
-        )
+        return conn, head
 
     def _reuse(self, origin: _Origin) -> _Connection | None:
         idle = self._idle.get(origin)
@@ -472,18 +608,16 @@ class TrioTransport(httpx.AsyncBaseTransport):
             raise httpx.ProxyError(f"cannot connect to {where}: the proxy's answer is malformed: {exc}") from None
         return _Connection(origin, stream)
 
-    async def _send(self, conn: _Connection, request: httpx.Request, timeout: float | None) -> None:
-        """Write the request: head and an in-memory body in a single ``send_all``.
-
-        ``timeout`` bounds each write (not the wait for a streamed body's next chunk).
-        """
-        stream = request.stream
-        url = request.url
+    def _encode(
+        self,
+        method: str,
+        url: httpx.URL,
+        headers: Sequence[tuple[bytes, bytes]],
+        body: bytes | None,
+        via: Proxy | None = None,
+    ) -> bytes:
+        """The request's head, and its body when in memory, as one buffer (``via``: to a forward proxy)."""
         target = url.raw_path
-        via = conn.via
-        body = request.content if isinstance(stream, httpx.ByteStream) else None
-        request_headers = request.headers
-        headers = request_headers.raw
         agent = encoding = False
         for name, _ in headers:
             # One pass over the raw names: httpx's ``in`` decodes every value, twice.
@@ -498,23 +632,34 @@ class TrioTransport(httpx.AsyncBaseTransport):
             # A forward proxy takes the absolute form, and its own credentials.
             target = url.raw_scheme + b"://" + url.netloc + target
             headers = [*headers, *via.headers]
-        if body is None and "content-length" not in request_headers and "transfer-encoding" not in request_headers:
-            # httpx says chunked itself for a streamed body; a request built otherwise may not.
-            headers = [*headers, (b"Transfer-Encoding", b"chunked")]
         try:
-            data = encode_request(request.method.encode("ascii"), target, headers, body)
+            return encode_request(method.encode("ascii"), target, headers, body)
         except ProtocolError as exc:
             raise httpx.LocalProtocolError(str(exc)) from None
+
+    async def _send(
+        self,
+        conn: _Connection,
+        data: bytes,
+        body_stream: AsyncIterable[bytes] | None,
+        chunked: bool,
+        timeout: float | None,
+    ) -> None:
+        """Write the request: ``data`` (head and in-memory body) in a single ``send_all``, then a streamed body.
+
+        ``timeout`` bounds each write (not the wait for a streamed body's next chunk).
+        """
         try:
             await _send_all(conn.stream, data, timeout)
-            if body is None:
-                await self._send_body(conn, request, timeout)
+            if body_stream is not None:
+                await self._send_body(conn, body_stream, chunked, timeout)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError) as exc:
             raise httpx.WriteError(_describe(exc)) from exc
 
-    async def _send_body(self, conn: _Connection, request: httpx.Request, timeout: float | None) -> None:
-        chunked = "content-length" not in request.headers
-        async for chunk in request.stream:  # type: ignore[union-attr]
+    async def _send_body(
+        self, conn: _Connection, body_stream: AsyncIterable[bytes], chunked: bool, timeout: float | None
+    ) -> None:
+        async for chunk in body_stream:
             if chunk:
                 if chunked:
                     chunk = b"%x\r\n%s\r\n" % (len(chunk), chunk)

@@ -5,11 +5,12 @@ module per protocol, as :mod:`condukt.providers.anthropic` and
 :mod:`condukt.providers.openai` do), parses streams with
 :class:`SSEDecoder` into :class:`ServerSentEvent`\\ s and builds the
 response with a :class:`StreamAssembler`. :class:`TrioTransport` is the
-HTTP/1.1 transport the node's shared ``httpx.AsyncClient`` uses.
+HTTP/1.1 transport the node's shared ``httpx.AsyncClient`` uses; its
+:meth:`~TrioTransport.exchange` returns a :class:`RawResponse` (no httpx objects).
 """
 
 from ._http_model import HttpModel, StreamAssembler
 from ._sse import ServerSentEvent, SSEDecoder
-from ._transport import TrioTransport
+from ._transport import RawResponse, TrioTransport
 
-__all__ = ["HttpModel", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"]
+__all__ = ["HttpModel", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"]
