@@ -55,6 +55,6 @@ async def test_a_thousand_agents_respect_the_concurrency_limit(nursery: trio.Nur
     assert len(server.requests) == 2000  # 2 model turns per run, no retries, no errors
     assert server.peak_in_flight <= limit
     assert limits.peak_in_flight == limit  # the limit was reached, and held
-    # 2,000 requests of 50 ms, 100 at a time: at least 1 s; far less than one at a time.
-    assert 1.0 <= elapsed < 20
+    # 2,000 requests of 50 ms, 100 at a time: at least 1 s; well under one at a time (100 s).
+    assert 1.0 <= elapsed < 50
     assert server.connections <= limit
