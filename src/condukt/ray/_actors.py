@@ -14,7 +14,7 @@ from ..otp import Handle, NameTaken, NoProc
 from ..otp.lowlevel import call_with_callback, set_handle_reducer
 from ._bridge import await_ref, portable, portable_reason
 from ._handle import LocalNode, local_node, reduce_handle, set_local_node
-from ._hosts import make_host
+from ._hosts import NodeClosed, make_host
 
 __all__ = ["NodeActor", "Registry", "STREAM_BUFFER"]
 
@@ -227,7 +227,12 @@ class NodeActor:
                 return "noproc"
             return portable_reason(await handle.wait())
 
-        return await self._host.call(inside)
+        try:
+            return await self._host.call(inside)
+        except (NodeClosed, trio.RunFinishedError):
+            # The node is stopping: its processes go with it, as when its actor is lost
+            # (a raise here would only be "unhandled" in Ray's log: nobody may be waiting).
+            return "noconnection"
 
     async def stream_open(self, pid: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         async def inside() -> Any:

@@ -28,7 +28,11 @@ import trio
 from .. import asyncio as condukt_asyncio
 from ..otp import Node, open_node
 
-__all__ = ["GuestHost", "ThreadHost", "make_host"]
+
+class NodeClosed(RuntimeError):
+    """The node's trio run stopped before or during a call handed to it."""
+
+__all__ = ["GuestHost", "NodeClosed", "ThreadHost", "make_host"]
 
 
 #: What :meth:`ThreadHost.call_soon` runs in trio: ``begin(deliver)`` returns a withdraw function or ``None``.
@@ -116,7 +120,7 @@ class ThreadHost:
                 try:
                     value = await fn(*args)
                 except trio.Cancelled:
-                    loop.call_soon_threadsafe(settle, False, RuntimeError("the node stopped during the call"))
+                    loop.call_soon_threadsafe(settle, False, NodeClosed("the node stopped during the call"))
                     raise
                 except BaseException as exc:
                     loop.call_soon_threadsafe(settle, False, exc)
@@ -126,7 +130,7 @@ class ThreadHost:
         def start() -> None:
             nursery = self._nursery
             if nursery is None or nursery.cancel_scope.cancel_called:
-                loop.call_soon_threadsafe(settle, False, RuntimeError("the node is closed"))
+                loop.call_soon_threadsafe(settle, False, NodeClosed("the node is closed"))
             else:
                 nursery.start_soon(body)
 
@@ -161,7 +165,7 @@ class ThreadHost:
         def start() -> None:
             nursery = self._nursery
             if nursery is None or nursery.cancel_scope.cancel_called:
-                loop.call_soon_threadsafe(_fail, result, RuntimeError("the node is closed"))
+                loop.call_soon_threadsafe(_fail, result, NodeClosed("the node is closed"))
             elif not result.cancelled():
                 withdraw.append(begin(deliver))
 
