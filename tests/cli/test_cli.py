@@ -386,3 +386,22 @@ async def test_observe_without_an_app_serves_a_live_demo_node_until_ctrl_c() -> 
                         break
                     await trio.sleep(0.1)
         assert {"reviewer-1", "reviewer-2", "reviewer-3", "flaky"} <= set(agents)
+
+
+def test_the_waiting_spinner_moves_between_redraws() -> None:
+    import io
+
+    from rich.console import Console
+
+    from condukt.cli import Renderer
+
+    now = [0.0]
+    renderer = Renderer(Console(file=io.StringIO(), force_terminal=True, width=40, get_time=lambda: now[0]))
+    renderer.waiting("waiting for the model")
+    frames = set()
+    for _ in range(4):
+        out = io.StringIO()
+        Console(file=out, force_terminal=True, width=40, get_time=lambda: now[0]).print(renderer._renderable())
+        frames.add(out.getvalue().split()[0])
+        now[0] += 0.1  # rich's "dots" spinner shows a new frame every 80 ms
+    assert len(frames) == 4

@@ -64,6 +64,7 @@ class Renderer:
         self._text = ""
         self._thinking = ""
         self._status: str | None = None
+        self._spinner = Spinner("dots")
         self._live = Live(console=console, transient=True, refresh_per_second=12, get_renderable=self._renderable)
 
     def __enter__(self) -> Renderer:
@@ -87,7 +88,10 @@ class Renderer:
         if self._text:
             parts.append(self._markup(self._text))
         if self._status is not None:
-            parts.append(Spinner("dots", Text(self._status, style="dim")))
+            # One spinner for the renderer's life: it animates from when it was
+            # made, so a new one per redraw would stay on its first frame.
+            self._spinner.update(text=Text(self._status, style="dim"))
+            parts.append(self._spinner)
         return Group(*parts)
 
     def waiting(self, status: str | None) -> None:
