@@ -108,7 +108,7 @@ async def test_a_missing_key_is_one_line_on_stderr_and_a_nonzero_exit(server: Pr
     err = done.stderr.decode()
     assert done.returncode == 1
     assert len(err.strip().splitlines()) == 1, err
-    assert "OPENAI_API_KEY" in err and "Traceback" not in err
+    assert "OPENAI_API_KEY" in err and "--api-key" in err and "Traceback" not in err
     assert done.stdout == b""
     assert server.requests == []
 

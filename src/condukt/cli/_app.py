@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 
 import condukt
+from condukt.providers import MissingApiKey
 
 from ._render import JsonPrinter, Renderer
 
@@ -59,6 +60,8 @@ def _error_line(exc: BaseException) -> str:
     message = " ".join(str(exc).split()) or repr(exc)
     if isinstance(exc, UsageError):
         return f"error: {message}"
+    if isinstance(exc, MissingApiKey):  # the library's advice, in the command line's words
+        message = message.replace("pass api_key=... when starting the agent", "pass --api-key")
     return f"error: {type(exc).__name__}: {message}"
 
 
