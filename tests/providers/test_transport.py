@@ -140,6 +140,19 @@ async def test_unsupported_schemes_and_closed_transports() -> None:
         await transport.handle_async_request(httpx.Request("GET", "http://127.0.0.1:1/"))
 
 
+async def test_a_refused_connection_says_why_in_one_line() -> None:
+    with trio.socket.socket() as probe:  # a port nothing listens on
+        await probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    transport = TrioTransport()
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(httpx.ConnectError) as caught:
+            await client.get(f"http://127.0.0.1:{port}/")
+    message = str(caught.value)
+    assert "ConnectionRefusedError" in message and "sub-exception" not in message
+    assert "\n" not in message
+
+
 async def test_a_kept_alive_connection_closed_under_our_feet_is_replaced(
     server: ProtocolServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -251,8 +251,12 @@ def _describe(exc: BaseException) -> str:
     parts: list[str] = []
     current: BaseException | None = exc
     while current is not None and len(parts) < 4:
+        more = ""
+        if isinstance(current, BaseExceptionGroup):  # e.g. one error per address tried: the first tells
+            more = f" (and {len(current.exceptions) - 1} more)" if len(current.exceptions) > 1 else ""
+            current = current.exceptions[0]
         text = str(current)
-        parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
+        parts.append((f"{type(current).__name__}: {text}" if text else type(current).__name__) + more)
         current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return ", caused by ".join(parts)
 
