@@ -22,7 +22,7 @@ from condukt.testing import ScriptedModel, call, reply
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 BWRAP = pytest.mark.skipif(
     shutil.which("bwrap") is None or not condukt.sandbox.Bubblewrap.available(),
-    reason="bwrap is not installed or cannot make namespaces",
+    reason="bwrap is not installed or cannot make namespaces (Debian: apt-get install bubblewrap)",
 )
 
 HOST_ENV = {

@@ -12,7 +12,7 @@ import pytest
 import condukt
 from condukt.testing import ScriptedModel, call, reply
 
-GIT = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+GIT = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed (Debian: apt-get install git)")
 
 
 async def grant_call(tmp_path: Path, tool: condukt.tools.Command, args: list[str], **options: Any) -> str:

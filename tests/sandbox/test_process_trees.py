@@ -41,7 +41,7 @@ def sandboxes() -> list[object]:
         pytest.param(
             condukt.sandbox.Bubblewrap(),
             id="bubblewrap",
-            marks=pytest.mark.skipif(not available, reason="bwrap is not installed or cannot make namespaces"),
+            marks=pytest.mark.skipif(not available, reason="bwrap is not installed or cannot make namespaces (Debian: apt-get install bubblewrap)"),
         )
     )
     return params

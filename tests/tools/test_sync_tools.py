@@ -144,7 +144,7 @@ async def test_the_runs_timeout_ends_a_run_blocked_in_a_sync_tool_at_once(releas
 async def test_a_process_tool_past_its_timeout_is_killed_before_its_side_effect(
     tmp_path: Path, process_gone: Callable[[int], bool]
 ) -> None:
-    pytest.importorskip("trio_parallel", reason="the [process] extra is not installed")
+    pytest.importorskip("trio_parallel", reason="the [process] extra is not installed (pip install '.[process]')")
     import trio_parallel
 
     from ._process_tools import write_later
@@ -172,7 +172,7 @@ async def test_a_process_tool_past_its_timeout_is_killed_before_its_side_effect(
 
 
 async def test_an_abort_kills_a_process_tool(tmp_path: Path, process_gone: Callable[[int], bool]) -> None:
-    pytest.importorskip("trio_parallel", reason="the [process] extra is not installed")
+    pytest.importorskip("trio_parallel", reason="the [process] extra is not installed (pip install '.[process]')")
     from ._process_tools import write_later
 
     target = tmp_path / "side-effect.txt"
@@ -253,7 +253,7 @@ async def test_sync_tools_in_a_thread_and_inline_return_their_results_and_report
 
 
 async def test_process_tools_return_their_results_and_report_errors(tmp_path: Path) -> None:
-    pytest.importorskip("trio_parallel", reason="the [process] extra is not installed")
+    pytest.importorskip("trio_parallel", reason="the [process] extra is not installed (pip install '.[process]')")
     from . import _process_tools as p
 
     calls = [
