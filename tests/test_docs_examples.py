@@ -413,12 +413,16 @@ os.write(out, json.dumps(results).encode())
 
 def _run_alone(source: str) -> tuple[int, str, str]:
     """Run ``source`` as a script in an empty directory: (exit code, stdout, stderr); code -1 on a timeout."""
+    return _run_in_empty_directory("example.py", source, "example.py")
+
+
+def _run_in_empty_directory(filename: str, source: str, *arguments: str) -> tuple[int, str, str]:
+    """Write ``source`` to ``filename`` in an empty directory and run ``python *arguments`` there."""
     with tempfile.TemporaryDirectory() as cwd:
-        script = Path(cwd, "example.py")
-        script.write_text(source, encoding="utf-8")
+        Path(cwd, filename).write_text(source, encoding="utf-8")
         try:
             done = subprocess.run(
-                [sys.executable, str(script)],
+                [sys.executable, *arguments],
                 cwd=cwd,
                 env=_environment(),
                 stdin=subprocess.DEVNULL,
@@ -460,31 +464,9 @@ def _run_guide(programs: list[tuple[str, str | None]]) -> list[tuple[int, str, s
 
 def _run_test_module(source: str) -> tuple[int, str, str]:
     """Run ``source`` as a pytest file (trio_mode on) in an empty directory: (exit code, stdout, stderr)."""
-    with tempfile.TemporaryDirectory() as cwd:
-        Path(cwd, "test_example.py").write_text(source, encoding="utf-8")
-        try:
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pytest",
-                    "-q",
-                    "-p",
-                    "no:cacheprovider",
-                    "-o",
-                    "trio_mode=true",
-                    "test_example.py",
-                ],
-                cwd=cwd,
-                env=_environment(),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT,
-            )
-        except subprocess.TimeoutExpired:
-            return -1, "", f"did not finish within {TIMEOUT:g}s"
-    return done.returncode, done.stdout, done.stderr
+    return _run_in_empty_directory(
+        "test_example.py", source, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "trio_mode=true", "test_example.py"
+    )
 
 
 @pytest.fixture(scope="module")

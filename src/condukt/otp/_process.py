@@ -119,7 +119,7 @@ class Caller(Timed):
         if self._state:
             return False
         self._finish()
-        reschedule(self._task, outcome.Value(value))
+        self._settle(outcome.Value(value))
         return True
 
     def reply_error(self, error: BaseException) -> bool:
@@ -130,7 +130,7 @@ class Caller(Timed):
         if self._state:
             return False
         self._finish()
-        reschedule(self._task, outcome.Error(error))
+        self._settle(outcome.Error(error))
         return True
 
     def _fire(self) -> None:  # the call timed out
@@ -140,10 +140,11 @@ class Caller(Timed):
         deferred = self._target._deferred
         if deferred:
             deferred.discard(self)
-        reschedule(
-            self._task,
-            outcome.Error(CallTimeout(f"no reply from {self._target._handle!r} within {self._timeout}s")),
-        )
+        self._settle(outcome.Error(CallTimeout(f"no reply from {self._target._handle!r} within {self._timeout}s")))
+
+    def _settle(self, result: outcome.Outcome[Any]) -> None:
+        """Hand the answer (a reply, an error, the timeout) to the caller: its parked task resumes."""
+        reschedule(self._task, result)
 
     def _abort(self, raise_cancel: Any) -> Abort:  # the caller was cancelled
         self._finish()
@@ -159,28 +160,8 @@ class _CallbackCaller(Caller):
         super().__init__(None, target, timeout)  # type: ignore[arg-type]
         self._deliver = deliver
 
-    def reply(self, value: Any) -> bool:
-        if self._state:
-            return False
-        self._finish()
-        self._deliver(outcome.Value(value))
-        return True
-
-    def reply_error(self, error: BaseException) -> bool:
-        if self._state:
-            return False
-        self._finish()
-        self._deliver(outcome.Error(error))
-        return True
-
-    def _fire(self) -> None:
-        if self._state:
-            return
-        self._state = 1
-        deferred = self._target._deferred
-        if deferred:
-            deferred.discard(self)
-        self._deliver(outcome.Error(CallTimeout(f"no reply from {self._target._handle!r} within {self._timeout}s")))
+    def _settle(self, result: outcome.Outcome[Any]) -> None:
+        self._deliver(result)
 
 
 def call_with_callback(
