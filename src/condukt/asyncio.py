@@ -35,7 +35,9 @@ locks), and trio's cancellation maps onto asyncio's task cancellation. An
 idle guest run waits for I/O in a worker thread, so waking it costs two
 thread hand-offs; trio stays runnable for ``LINGER_TICKS`` turns of the
 loop after each answer, so that a call made right away does not have to
-wake it. Where guest mode cannot be used (a loop per request),
+wake it, and a call made while trio is runnable runs trio's pending ticks
+itself, on the spot (up to ``INLINE_TICKS``), so that it is often answered
+without the awaiting task being suspended at all. Where guest mode cannot be used (a loop per request),
 ``open_node(thread=True)`` runs trio in a thread of its own instead, with
 the same API and cancellation; its nodes serve every loop of the process.
 The bridge is hand-written because no well-kept package
@@ -53,6 +55,7 @@ import contextvars
 import functools
 import inspect
 import threading
+import types
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import TracebackType
@@ -158,11 +161,21 @@ class _InContext:
 
 #: Guest ticks trio stays runnable after it answered a call, so that a next call
 #: made right away enters trio on the loop's thread instead of waking trio's
-#: I/O-wait thread (see :meth:`_Guest.linger`). A call awaited directly (or
+#: I/O-wait thread (see :meth:`_Guest.body`). A call awaited directly (or
 #: under ``asyncio.timeout``) comes back within 1 tick; through a task of its
 #: own (``create_task``, ``gather``, Python 3.11's ``wait_for``) within 3-4.
 #: Each tick nobody uses costs about 10 µs of CPU; 0 turns lingering off.
 LINGER_TICKS = 4
+
+#: Guest ticks a call may run on the spot, in the awaiting asyncio task, while
+#: trio is runnable (see :meth:`_Guest.call`): enough for an agent run on an
+#: in-process model (4), and a bound on how long the loop's other callbacks wait.
+INLINE_TICKS = 16
+
+#: Calls that may be answered on the spot before the loop gets a turn: a task
+#: that only makes such calls still lets the loop's other callbacks run every
+#: ``INLINE_CALLS`` calls.
+INLINE_CALLS = 32
 
 
 class _Guest:
@@ -173,7 +186,7 @@ class _Guest:
     waking it costs two thread hand-offs (asyncio to that thread, which then
     schedules trio's next tick back on the loop). After answering a call trio
     therefore lingers for ``LINGER_TICKS`` ticks with a task that only
-    yields (:meth:`linger`): a call issued meanwhile (the next call of a
+    yields (in :meth:`body`): a call issued meanwhile (the next call of a
     sequential loop, a burst) is picked up on the loop's thread with no
     wake-up at all. Measured in ``benchmarks/embedding.py`` (docs/benchmarks.md):
     the hand-offs cost more CPU than a whole agent run.
@@ -181,13 +194,13 @@ class _Guest:
 
     #: Whether trio runs in a thread of its own (:class:`_ThreadHost`) rather than as a guest.
     threaded = False
-    #: Whether a task that answered a call stays runnable for a few ticks (:meth:`linger`).
+    #: Whether a task that answered a call stays runnable for a few ticks (:meth:`body`).
     lingers = True
 
     _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Guest] = weakref.WeakKeyDictionary()
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        self.loop: asyncio.AbstractEventLoop | None = loop
         self.users = 0
         self.token: trio.lowlevel.TrioToken | None = None
         self.nursery: trio.Nursery | None = None
@@ -198,6 +211,10 @@ class _Guest:
         self.hot = False  # a task lingers in trio and drains ``pending`` on its own
         self.linger_left = 0
         self.context: contextvars.Context | None = None  # the context each call's run starts from
+        self.tick: Callable[[], object] | None = None  # trio's next guest tick, while it waits on the loop
+        self.tick_queued = False  # a :meth:`run_tick` is queued on the loop
+        self.ticking = False  # a guest tick is on the stack
+        self.inline_left = INLINE_CALLS
 
     @classmethod
     async def acquire(cls) -> _Guest:
@@ -208,7 +225,7 @@ class _Guest:
             trio.lowlevel.start_guest_run(
                 guest._main,
                 run_sync_soon_threadsafe=loop.call_soon_threadsafe,
-                run_sync_soon_not_threadsafe=loop.call_soon,
+                run_sync_soon_not_threadsafe=guest.schedule_tick,
                 done_callback=guest._done,
                 host_uses_signal_set_wakeup_fd=True,
             )
@@ -245,6 +262,54 @@ class _Guest:
             self.finished.set_result(None)
             if not self.started.done():
                 self.started.set_exception(RuntimeError("condukt's trio run ended before it started"))
+
+    def schedule_tick(self, tick: Callable[[], object]) -> None:
+        """trio's hook for its next guest tick: keep it, and queue one :meth:`run_tick` on the loop.
+
+        A call may run the tick first, on the spot (:meth:`call`); the queued
+        :meth:`run_tick` then runs whichever tick is pending by its turn, if any.
+        """
+        self.tick = tick
+        if not self.tick_queued:
+            self.tick_queued = True
+            self.loop.call_soon(self.run_tick)
+
+    def run_tick(self) -> None:
+        """On the loop: run trio's pending guest tick (the loop has had a turn, so calls may go inline again)."""
+        self.tick_queued = False
+        self.inline_left = INLINE_CALLS
+        tick = self.tick
+        if tick is not None and not self.ticking:
+            self.tick = None
+            self.ticking = True
+            try:
+                tick()
+            finally:
+                self.ticking = False
+
+    def run_inline(self, done: Callable[[], object]) -> None:
+        """In the awaiting asyncio task: run trio's pending ticks until ``done()`` is true.
+
+        While trio is runnable (it lingers after an answer, or works), its
+        next tick waits on the loop; running it here instead spares the loop
+        turns, and a call answered within ``INLINE_TICKS`` ticks returns
+        without the task being suspended and woken again. Stops at once when
+        trio goes idle (its next tick then comes from its I/O-wait thread);
+        at most ``INLINE_CALLS`` calls in a row before the loop gets a turn.
+        """
+        if self.ticking or self.inline_left <= 0:
+            return
+        self.inline_left -= 1
+        self.ticking = True
+        try:
+            for _ in range(INLINE_TICKS):
+                tick = self.tick
+                if tick is None or done():
+                    return
+                self.tick = None
+                tick()
+        finally:
+            self.ticking = False
 
     def call_soon(self, fn: Callable[[], Any]) -> None:
         """Run sync ``fn`` inside trio's run, soon."""
@@ -295,6 +360,7 @@ class _Guest:
         first started from.
         """
         deliver = self.deliver
+        pending = self.pending
         context: contextvars.Context | None = None
         with trio.CancelScope() as scope:
             while True:
@@ -304,12 +370,12 @@ class _Guest:
                 try:
                     if context is None:
                         value = call.fn(*call.args, **call.kwargs)
-                        if inspect.isawaitable(value):
+                        if type(value) is types.CoroutineType or inspect.isawaitable(value):
                             value = await value
                     else:
                         context = context.copy()
                         value = context.run(call.fn, *call.args, **call.kwargs)
-                        if inspect.isawaitable(value):
+                        if type(value) is types.CoroutineType or inspect.isawaitable(value):
                             value = await _InContext(value, context)
                 except trio.Cancelled:
                     call.scope = None
@@ -327,45 +393,47 @@ class _Guest:
                 self.linger_left = LINGER_TICKS
                 if self.hot:  # another task lingers: the refilled count is its
                     return
-                next_call = await self.linger()
+                # Linger: one task at a time stays runnable for ``linger_left``
+                # ticks (a later answer only refills the count), each a plain
+                # checkpoint, so trio's next tick is scheduled on the loop
+                # rather than in trio's I/O-wait thread, and a call queued
+                # meanwhile is taken without waking anything (the others queued
+                # with it get tasks of their own). When the count runs out the
+                # run goes idle as before: an idle node burns nothing.
+                self.hot = True
+                next_call: _Call | None = None
+                try:
+                    while next_call is None and self.linger_left > 0:
+                        self.linger_left -= 1
+                        await trio.lowlevel.checkpoint()
+                        while pending:
+                            next_call = pending.popleft()
+                            if not next_call.cancelled:
+                                break
+                            deliver(next_call.loop, _finish, next_call, None, None)
+                            next_call = None
+                finally:
+                    self.hot = False  # from here asyncio wakes trio for its calls
+                    if pending:
+                        self.drain()
                 if next_call is None:
                     return
                 call, context = next_call, self.context
 
-    async def linger(self) -> _Call | None:
-        """After an answer: stay runnable for ``linger_left`` ticks; returns a call made meanwhile, if any.
+    def start(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
+        """From asyncio: hand trio ``fn(*args, **kwargs)``, running trio's pending ticks on the spot.
 
-        One task lingers at a time (a later answer only refills its count).
-        Each tick is one plain checkpoint, so trio's next tick is scheduled on
-        the loop (``call_soon``) rather than in trio's I/O-wait thread, and a
-        call queued meanwhile is taken without waking anything (the others
-        queued with it get tasks of their own). When the count runs out the
-        run goes idle as before: an idle node burns nothing.
+        The call may be answered before this returns (``call.future.done()``);
+        otherwise await :meth:`wait`.
         """
-        self.hot = True
-        pending = self.pending
-        try:
-            while self.linger_left > 0:
-                self.linger_left -= 1
-                await trio.lowlevel.checkpoint()
-                while pending:
-                    call = pending.popleft()
-                    if not call.cancelled:
-                        return call
-                    self.deliver(call.loop, _finish, call, None, None)
-            return None
-        finally:
-            self.hot = False  # from here asyncio wakes trio for its calls
-            if pending:
-                self.drain()
-
-    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Await trio's ``fn(*args, **kwargs)`` from asyncio; see the module for cancellation.
-
-        ``fn`` is called inside trio's run; if it returns an awaitable, that is awaited there.
-        """
-        call = _Call(asyncio.get_running_loop(), fn, args, kwargs)
+        call = _Call(self.loop if self.loop is not None else asyncio.get_running_loop(), fn, args, kwargs)
         self.submit(call)
+        if self.tick is not None:
+            self.run_inline(call.future.done)
+        return call
+
+    async def wait(self, call: _Call) -> Any:
+        """Await the answer of a started ``call``; see the module for cancellation."""
         try:
             return await call.future
         except asyncio.CancelledError:
@@ -377,6 +445,17 @@ class _Guest:
                     self.call_soon(call.cancel)
                     await asyncio.shield(call.settled)
             raise
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Await trio's ``fn(*args, **kwargs)`` from asyncio; see the module for cancellation.
+
+        ``fn`` is called inside trio's run; if it returns an awaitable, that is awaited there.
+        """
+        call = self.start(fn, args, kwargs)
+        future = call.future
+        if future.done():
+            return future.result()
+        return await self.wait(call)
 
 
 class _ThreadHost(_Guest):
@@ -404,6 +483,8 @@ class _ThreadHost(_Guest):
         self.hot = False
         self.linger_left = 0
         self.context = None
+        self.tick = None  # trio runs its own loop: no guest ticks to run on the spot
+        self.loop = None  # each call is answered on the loop that made it
         self.thread = threading.Thread(target=self._run, name="condukt-trio", daemon=True)
 
     @classmethod
@@ -478,7 +559,9 @@ class _Proxy:
 
         @functools.wraps(value)
         async def bridged(*args: Any, **kwargs: Any) -> Any:
-            return _wrap(guest, await guest.call(value, *args, **kwargs))
+            call = guest.start(value, args, kwargs)
+            future = call.future
+            return _wrap(guest, future.result() if future.done() else await guest.wait(call))
 
         if inspect.ismethod(value) and value.__self__ is self._inner:
             self.__dict__[name] = bridged  # a method of the inner object: later look-ups skip __getattr__
@@ -600,7 +683,10 @@ class Stream:
         return self
 
     async def __anext__(self) -> Any:
-        item = await self._queue.get()
+        queue = self._queue
+        if self._guest.tick is not None and not queue.qsize():
+            self._guest.run_inline(queue.qsize)  # trio is runnable: run it here until the next event is in
+        item = await queue.get()
         if item is _END:
             self._queue.put_nowait(_END)
             raise StopAsyncIteration

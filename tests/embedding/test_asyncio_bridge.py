@@ -332,6 +332,45 @@ def test_calls_made_right_away_enter_trio_without_waking_it_and_an_idle_node_sto
     assert before_leaving[-1] > 0
 
 
+async def _checkpoints(n: int) -> int:
+    for _ in range(n):
+        await trio.lowlevel.checkpoint()
+    return n
+
+
+def test_calls_answered_on_the_spot_still_let_the_loop_turn() -> None:
+    """Back-to-back calls run trio's ticks in the caller, but other asyncio tasks are not starved."""
+
+    async def main() -> tuple[int, int, int]:
+        turns = 0
+
+        async def count_turns() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        async with ca.open_node() as node:
+            counter = asyncio.create_task(count_turns())
+            await node.call_in_trio(_nothing)
+            start = turns
+            calls = 20 * ca.INLINE_CALLS
+            for _ in range(calls):  # trio lingers after each answer: the next call runs it on the spot
+                await node.call_in_trio(_nothing)
+            during_calls = turns - start
+            start = turns
+            # One call that keeps trio busy for many ticks: the loop turns between batches of ticks.
+            ticks = 40 * ca.INLINE_TICKS
+            assert await node.call_in_trio(_checkpoints, ticks) == ticks
+            during_ticks = turns - start
+            counter.cancel()
+        return calls, during_calls, during_ticks
+
+    calls, during_calls, during_ticks = asyncio.run(main())
+    assert during_calls >= calls // ca.INLINE_CALLS - 1
+    assert during_ticks >= 40 - 2
+
+
 async def _add_instrument(instrument: trio.abc.Instrument) -> None:
     trio.lowlevel.add_instrument(instrument)
 
