@@ -200,7 +200,8 @@ class _Guest:
     _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Guest] = weakref.WeakKeyDictionary()
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = loop
+        self.loop = loop
+        self.call_loop: asyncio.AbstractEventLoop | None = loop  # where calls are answered (None: the caller's)
         self.users = 0
         self.token: trio.lowlevel.TrioToken | None = None
         self.nursery: trio.Nursery | None = None
@@ -426,7 +427,8 @@ class _Guest:
         The call may be answered before this returns (``call.future.done()``);
         otherwise await :meth:`wait`.
         """
-        call = _Call(self.loop if self.loop is not None else asyncio.get_running_loop(), fn, args, kwargs)
+        loop = self.call_loop
+        call = _Call(loop if loop is not None else asyncio.get_running_loop(), fn, args, kwargs)
         self.submit(call)
         if self.tick is not None:
             self.run_inline(call.future.done)
@@ -484,7 +486,7 @@ class _ThreadHost(_Guest):
         self.linger_left = 0
         self.context = None
         self.tick = None  # trio runs its own loop: no guest ticks to run on the spot
-        self.loop = None  # each call is answered on the loop that made it
+        self.call_loop = None  # each call is answered on the loop that made it
         self.thread = threading.Thread(target=self._run, name="condukt-trio", daemon=True)
 
     @classmethod
