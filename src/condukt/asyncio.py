@@ -633,7 +633,8 @@ class Stream:
         self._handle = handle
         self._args = args
         self._kwargs = kwargs
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._queue: collections.deque[Any] = collections.deque()  # events handed over, not yet read
+        self._waiter: asyncio.Future[None] | None = None  # the reader, while the queue is empty
         self._inner: Any = None
         # Events handed to asyncio and events it has read: the run waits while
         # STREAM_BUFFER are unread. Reading wakes trio only if the run waits
@@ -651,7 +652,7 @@ class Stream:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         deliver = self._guest.deliver
-        put = self._queue.put_nowait
+        put = self._put
 
         async def pump() -> None:
             announced = False
@@ -660,8 +661,14 @@ class Stream:
                     self._inner = events
                     announced = True
                     deliver(loop, _set_result, ready, None)
+                    lock = self._lock
                     async for event in events:
-                        await self._room()
+                        with lock:
+                            room = self._sent - self._read < STREAM_BUFFER
+                            if room:
+                                self._sent += 1
+                        if not room:
+                            await self._room()
                         deliver(loop, put, event)
             except BaseException as exc:
                 if not announced:
@@ -684,14 +691,31 @@ class Stream:
     def __aiter__(self) -> AsyncIterator[Any]:
         return self
 
+    def _put(self, item: Any) -> None:
+        """On the asyncio loop: hand ``item`` to the reader."""
+        self._queue.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
     async def __anext__(self) -> Any:
         queue = self._queue
-        if self._guest.tick is not None and not queue.qsize():
-            self._guest.run_inline(queue.qsize)  # trio is runnable: run it here until the next event is in
-        item = await queue.get()
+        if not queue:
+            guest = self._guest
+            if guest.tick is not None:
+                guest.run_inline(queue.__len__)  # trio is runnable: run it here until the next event is in
+            while not queue:
+                self._waiter = waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await waiter
+                finally:
+                    self._waiter = None
+        item = queue[0]
         if item is _END:
-            self._queue.put_nowait(_END)
             raise StopAsyncIteration
+        queue.popleft()
         if isinstance(item, _Raise):
             self._delivered = item.exc
             raise item.exc
