@@ -57,6 +57,7 @@ SUBPACKAGES = {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
         "SandboxError", "redact_host_credentials",
     },
+    "condukt.agent.lowlevel": {"start_run"},
     "condukt.providers.lowlevel": {"HttpModel", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"},
     "condukt.mcp": {
         "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
@@ -115,7 +116,7 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
 
 
 PUBLIC_MODULES = [
-    "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.tools", "condukt.providers",
+    "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.agent.lowlevel", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
     "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",

@@ -66,6 +66,7 @@ import trio
 
 from . import agent as _agent_layer
 from . import otp
+from .agent.lowlevel import start_run
 from .otp import lowlevel as otp_lowlevel
 
 __all__ = ["Handle", "Node", "Stream", "call", "current_node", "open_node", "run"]
@@ -88,9 +89,16 @@ def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
 
 
 class _Call:
-    """One call from asyncio into trio: what to run, where its answer goes, how to cancel it."""
+    """One call from asyncio into trio: what to run, where its answer goes, how to cancel it.
 
-    __slots__ = ("args", "cancelled", "finished", "fn", "future", "kwargs", "loop", "scope", "settled")
+    A call with ``begin`` is started without a task of its own
+    (:meth:`_Guest.begin`): ``begin(call)`` starts it in trio with the call
+    itself as the callback for its answer, and returns what stops it.
+    """
+
+    __slots__ = (
+        "args", "begin", "cancelled", "finished", "fn", "future", "host", "kwargs", "loop", "scope", "settled", "stop",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -98,21 +106,35 @@ class _Call:
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        host: _Guest,
+        begin: Callable[[_Call], Callable[[], None] | None] | None = None,
     ) -> None:
         self.loop = loop
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
+        self.host = host
+        self.begin = begin
         self.future: asyncio.Future[Any] = loop.create_future()
         self.scope: trio.CancelScope | None = None  # the running task's scope, while the call runs
+        self.stop: Callable[[], None] | None = None  # what stops a call started by ``begin``, while it runs
         self.cancelled = False  # the asyncio caller left: the trio side is to stop
         self.finished = False  # the trio side has ended (set on the asyncio loop's thread)
         self.settled: asyncio.Future[None] | None = None  # made only when a cancelled caller waits for the end
+
+    def __call__(self, result: outcome.Outcome[Any]) -> None:
+        """In trio: the answer of a call started by ``begin``."""
+        self.host.answered(self, result)
 
     def cancel(self) -> None:
         """In trio: stop the call if it runs (one that has not started never will; one that ended is left)."""
         if self.scope is not None:
             self.scope.cancel()
+        elif self.stop is not None:
+            stop, self.stop = self.stop, None
+            stop()  # its answer will not come: the call ends here
+            self.host.in_flight -= 1
+            self.host.deliver(self.loop, _finish, self, None, None)
 
 
 def _finish(call: _Call, value: Any, error: BaseException | None) -> None:
@@ -216,6 +238,8 @@ class _Guest:
         self.tick_queued = False  # a :meth:`run_tick` is queued on the loop
         self.ticking = False  # a guest tick is on the stack
         self.inline_left = INLINE_CALLS
+        self.in_flight = 0  # calls started by ``begin`` whose answer has not come
+        self.parked: trio.lowlevel.Task | None = None  # the task that lingers, parked until an answer comes
 
     @classmethod
     async def acquire(cls) -> _Guest:
@@ -348,87 +372,172 @@ class _Guest:
             call = pending.popleft()
             if call.cancelled:  # the caller left before trio saw it: nothing to stop
                 self.deliver(call.loop, _finish, call, None, None)
-            else:
+            elif call.begin is None or not self.begin(call):
                 self.context.run(nursery.start_soon, self.body, call)
 
-    async def body(self, call: _Call) -> None:
+    def begin(self, call: _Call) -> bool:
+        """In trio: start a call that needs no task (``call.begin``); False if it needs one after all.
+
+        Its answer comes to :meth:`answered`, in the tick of the reply; an
+        error raised while starting is its answer.
+        """
+        assert call.begin is not None
+        self.in_flight += 1
+        try:
+            stop = call.begin(call)
+        except BaseException as exc:  # noqa: BLE001  # the caller's error, as the trio call would raise it
+            self.in_flight -= 1
+            self.deliver(call.loop, _finish, call, None, exc)
+            return True
+        if stop is None:  # no room in the mailbox: a task waits for it
+            self.in_flight -= 1
+            return False
+        call.stop = stop
+        return True
+
+    def answered(self, call: _Call, result: outcome.Outcome[Any]) -> None:
+        """In trio: the answer of a call started by :meth:`begin`; trio lingers after it as after any answer."""
+        self.in_flight -= 1
+        call.stop = None
+        if isinstance(result, outcome.Value):
+            self.deliver(call.loop, _finish, call, result.value, None)
+        elif isinstance(result, outcome.Error):
+            self.deliver(call.loop, _finish, call, None, result.error)
+        if not self.lingers:
+            return
+        self.linger_left = LINGER_TICKS
+        if self.parked is not None:
+            self.unpark()
+        elif not self.hot:
+            nursery = self.nursery
+            if nursery is not None and not nursery.cancel_scope.cancel_called:
+                nursery.start_soon(self.body, None)
+
+    def unpark(self) -> None:
+        """In trio: wake the parked lingering task; it lingers from its next tick (asyncio need not wake trio)."""
+        parked = self.parked
+        assert parked is not None
+        self.parked = None
+        self.hot = True
+        trio.lowlevel.reschedule(parked)
+
+    def _unpark(self, raise_cancel: Any) -> trio.lowlevel.Abort:
+        self.parked = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    async def body(self, call: _Call | None) -> None:
         """The trio task of one call; then, in guest mode, it may linger and run the next ones.
 
         One cancel scope serves every call the task runs (entering a scope per
         call cost a quarter of a bare call's round trip): a call is cancelled
         through it only while it runs, and the task ends after a cancelled
         call. A call after the first runs in a fresh copy of the context the
-        first started from.
+        first started from. With ``call=None`` the task only lingers (after
+        the answer of a call that had no task, when no task lingered).
         """
         deliver = self.deliver
-        pending = self.pending
         context: contextvars.Context | None = None
         with trio.CancelScope() as scope:
             while True:
-                call.scope = scope
-                if call.cancelled:
-                    scope.cancel()
-                try:
-                    if context is None:
-                        value = call.fn(*call.args, **call.kwargs)
-                        if type(value) is types.CoroutineType or inspect.isawaitable(value):
-                            value = await value
+                if call is not None:
+                    call.scope = scope
+                    if call.cancelled:
+                        scope.cancel()
+                    try:
+                        if context is None:
+                            value = call.fn(*call.args, **call.kwargs)
+                            if type(value) is types.CoroutineType or inspect.isawaitable(value):
+                                value = await value
+                        else:
+                            context = context.copy()
+                            value = context.run(call.fn, *call.args, **call.kwargs)
+                            if type(value) is types.CoroutineType or inspect.isawaitable(value):
+                                value = await _InContext(value, context)
+                    except trio.Cancelled:
+                        call.scope = None
+                        stopped = RuntimeError("condukt's trio run was stopped during the call")
+                        deliver(call.loop, _finish, call, None, stopped)
+                        raise
+                    except BaseException as exc:
+                        call.scope = None
+                        deliver(call.loop, _finish, call, None, exc)
                     else:
-                        context = context.copy()
-                        value = context.run(call.fn, *call.args, **call.kwargs)
-                        if type(value) is types.CoroutineType or inspect.isawaitable(value):
-                            value = await _InContext(value, context)
-                except trio.Cancelled:
-                    call.scope = None
-                    stopped = RuntimeError("condukt's trio run was stopped during the call")
-                    deliver(call.loop, _finish, call, None, stopped)
-                    raise
-                except BaseException as exc:
-                    call.scope = None
-                    deliver(call.loop, _finish, call, None, exc)
-                else:
-                    call.scope = None
-                    deliver(call.loop, _finish, call, value, None)
-                if scope.cancel_called or not self.lingers:
-                    return
-                self.linger_left = LINGER_TICKS
+                        call.scope = None
+                        deliver(call.loop, _finish, call, value, None)
+                    if scope.cancel_called or not self.lingers:
+                        return
+                    self.linger_left = LINGER_TICKS
                 if self.hot:  # another task lingers: the refilled count is its
                     return
-                # Linger: one task at a time stays runnable for ``linger_left``
-                # ticks (a later answer only refills the count), each a plain
-                # checkpoint, so trio's next tick is scheduled on the loop
-                # rather than in trio's I/O-wait thread, and a call queued
-                # meanwhile is taken without waking anything (the others queued
-                # with it get tasks of their own). When the count runs out the
-                # run goes idle as before: an idle node burns nothing.
-                self.hot = True
-                next_call: _Call | None = None
-                try:
-                    while next_call is None and self.linger_left > 0:
-                        self.linger_left -= 1
-                        await trio.lowlevel.checkpoint()
-                        while pending:
-                            next_call = pending.popleft()
-                            if not next_call.cancelled:
-                                break
-                            deliver(next_call.loop, _finish, next_call, None, None)
-                            next_call = None
-                finally:
-                    self.hot = False  # from here asyncio wakes trio for its calls
-                    if pending:
-                        self.drain()
+                if self.parked is not None:  # it waits for the answer of a call it started: it lingers now
+                    self.unpark()
+                    return
+                next_call = await self.linger()
                 if next_call is None:
                     return
                 call, context = next_call, self.context
 
-    def start(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
+    async def linger(self) -> _Call | None:
+        """Stay runnable for ``linger_left`` ticks; returns a call queued meanwhile that needs a task, if any.
+
+        One task at a time lingers (a later answer only refills the count),
+        each tick a plain checkpoint, so trio's next tick is scheduled on the
+        loop rather than in trio's I/O-wait thread, and a call queued
+        meanwhile is taken without waking anything: one that needs no task
+        (:meth:`begin`) is started and the task lingers on; the first that
+        needs one is returned, to run in this task (the others queued with it
+        get tasks of their own). When the count runs out the run goes idle as
+        before (an idle node burns nothing). Once it has started calls, the
+        task parks instead of ticking (their runs may wait for I/O, and a
+        ticking task would keep trio from waiting), and the first answer
+        wakes it to linger again.
+        """
+        pending = self.pending
+        deliver = self.deliver
+        self.hot = True
+        try:
+            while True:
+                while True:
+                    began = False
+                    while pending:
+                        call = pending.popleft()
+                        if call.cancelled:
+                            deliver(call.loop, _finish, call, None, None)
+                        elif call.begin is None or not self.begin(call):
+                            return call
+                        else:
+                            began = True
+                    if began or self.linger_left <= 0:  # wait for an answer parked, not ticking: runs may wait for I/O
+                        break
+                    self.linger_left -= 1
+                    await trio.lowlevel.checkpoint()
+                if not self.in_flight:
+                    return None
+                self.hot = False  # from here asyncio wakes trio for its calls
+                if pending:
+                    self.drain()
+                self.parked = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._unpark)  # an answer wakes it (:meth:`unpark`)
+        finally:
+            self.hot = False  # from here asyncio wakes trio for its calls
+            if pending:
+                self.drain()
+
+    def start(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        begin: Callable[[_Call], Callable[[], None] | None] | None = None,
+    ) -> _Call:
         """From asyncio: hand trio ``fn(*args, **kwargs)``, running trio's pending ticks on the spot.
 
         The call may be answered before this returns (``call.future.done()``);
-        otherwise await :meth:`wait`.
+        otherwise await :meth:`wait`. With ``begin``, trio starts the call
+        without a task of its own (see :class:`_Call`).
         """
         loop = self.call_loop
-        call = _Call(loop if loop is not None else asyncio.get_running_loop(), fn, args, kwargs)
+        call = _Call(loop if loop is not None else asyncio.get_running_loop(), fn, args, kwargs, self, begin)
         self.submit(call)
         if self.tick is not None:
             self.run_inline(call.future.done)
@@ -487,6 +596,8 @@ class _ThreadHost(_Guest):
         self.context = None
         self.tick = None  # trio runs its own loop: no guest ticks to run on the spot
         self.call_loop = None  # each call is answered on the loop that made it
+        self.in_flight = 0
+        self.parked = None
         self.thread = threading.Thread(target=self._run, name="condukt-trio", daemon=True)
 
     @classmethod
@@ -558,10 +669,16 @@ class _Proxy:
         if not callable(value) or name.startswith("_") or inspect.isclass(value):
             return value
         guest = self._guest
+        begin = None
+        if name == "run" and isinstance(self._inner, _agent_layer.AgentHandle):
+            inner = self._inner
+
+            def begin(call: _Call) -> Callable[[], None] | None:  # in trio: a run needs no task of its own
+                return start_run(inner, call, *call.args, **call.kwargs)
 
         @functools.wraps(value)
         async def bridged(*args: Any, **kwargs: Any) -> Any:
-            call = guest.start(value, args, kwargs)
+            call = guest.start(value, args, kwargs, begin)
             future = call.future
             return _wrap(guest, future.result() if future.done() else await guest.wait(call))
 
