@@ -332,6 +332,43 @@ def test_calls_made_right_away_enter_trio_without_waking_it_and_an_idle_node_sto
     assert before_leaving[-1] > 0
 
 
+class _SlowModel:
+    """Answers after ``delay`` seconds of trio sleep: a model waiting for I/O."""
+
+    name = "slow"
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    async def complete(self, request: condukt.ModelRequest, emit: Any) -> AssistantMessage:
+        await trio.sleep(self.delay)
+        return AssistantMessage((TextBlock("done"),), Usage(1, 1), "end_turn")
+
+
+def test_runs_from_asyncio_that_wait_for_io_let_trio_wait_too() -> None:
+    """A run is started without a task of its own; while it waits, nothing keeps trio ticking."""
+
+    async def main() -> tuple[list[float], list[str], bool]:
+        waits = _IOWaits()
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=_SlowModel(0.2))
+            await node.call_in_trio(_add_instrument, waits)
+            start = len(waits.timeouts)
+            answers = [await agent.run("go") for _ in range(3)]  # each follows an answer: trio lingers
+            during = waits.timeouts[start:]
+            with pytest.raises(ValueError, match="timeout"):  # checked at the start, raised here
+                await agent.run("go", timeout=-1)
+            alive = agent.alive
+            await node.call_in_trio(_remove_instrument, waits)
+        return during, answers, alive
+
+    during, answers, alive = asyncio.run(main())
+    assert answers == ["done"] * 3 and alive
+    # 0.6 s of waiting: a handful of ticks around each run, not a tick per turn of the loop.
+    assert sum(1 for timeout in during if timeout == 0) <= 3 * (ca.LINGER_TICKS + 4)
+    assert sum(1 for timeout in during if timeout > 0.1) >= 3
+
+
 async def _checkpoints(n: int) -> int:
     for _ in range(n):
         await trio.lowlevel.checkpoint()
