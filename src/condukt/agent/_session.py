@@ -227,9 +227,7 @@ class Session:
         lifecycle = self._lifecycle
         try:
             if kind is RunRequest:
-                run = self._new_run(request, None if request.sink is not None else caller)
-                lifecycle.submit(run)
-                return run.id if request.sink is not None else NO_REPLY
+                return self._submit_run(request, caller)
             if kind is AbortRun:
                 return lifecycle.abort(request.run, request.run_id, request.from_run, caller)
             if kind is Steer:
@@ -259,6 +257,17 @@ class Session:
             caller.reply_error(exc)
             return NO_REPLY
         return NotImplemented
+
+    def _submit_run(self, request: RunRequest, caller: Caller) -> Any:
+        """Start or queue the run ``request`` asks for; the reply (a stream's run id) or ``NO_REPLY``."""
+        stream = request.sink is not None
+        run = self._new_run(request, None if stream else caller)
+        try:
+            self._lifecycle.submit(run)
+        except Busy as exc:
+            caller.reply_error(exc)
+            return NO_REPLY
+        return run.id if stream else NO_REPLY
 
     def _handle_info(self, message: Any) -> bool:
         """Handle a runtime notice; False if it is not the agent's."""
