@@ -17,6 +17,7 @@ from ..events import AgentStart, MaxTurnsReached, TurnEnd, TurnStart
 from ..messages import AssistantMessage, TextBlock, UserMessage
 from ..providers import ModelError
 from ._errors import Aborted, AgentError, RunTimeout
+from ._run import NO_USAGE
 from ._tool_calls import run_tool_calls
 
 if TYPE_CHECKING:
@@ -85,7 +86,8 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                         response = await session._ask_model_watched(run, request)
                     else:  # the common case, without a coroutine in between
                         response = await session.model.complete(request, run.emit)
-                    run.usage = run.usage + response.usage
+                    usage = run.usage  # the first response's usage is the run's as it is (no sum to make)
+                    run.usage = response.usage if usage is NO_USAGE else usage + response.usage
                     messages.append(response)
                 text = response.text
                 if text:

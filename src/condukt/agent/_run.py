@@ -18,12 +18,12 @@ if TYPE_CHECKING:
     from ._requests import RunRequest
     from ._session import Session
 
-__all__ = ["Run", "RunResult"]
+__all__ = ["NO_USAGE", "Run", "RunResult"]
 
 #: The scope of every run that has not started (never entered, never cancelled).
 _NOT_STARTED = trio.CancelScope()
-#: A new run's usage (frozen: shared).
-_NO_USAGE = Usage()
+#: A new run's usage (frozen: shared; the loop takes the first response's usage as it is).
+NO_USAGE = Usage()
 
 
 @attrs.frozen
@@ -115,7 +115,7 @@ class Run:
         self.turn = 0
         #: The current turn's tool calls while they run (for ``AgentHandle.info``), else None.
         self.tool_calls: Any = None
-        self.usage = _NO_USAGE
+        self.usage = NO_USAGE
         self.text = ""
         #: Index of the run's prompt in the history (set when it starts).
         self.start = -1
