@@ -13,7 +13,7 @@ import trio
 from ..events import AgentEnd, Done, Error, Event
 from ..messages import ImageBlock, Message
 from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
-from ..otp.lowlevel import send_system, server_of
+from ..otp.lowlevel import send_system, server_of, start_call
 from ..tools.read import IMAGE_TYPES
 from ._info import AgentInfo, info_of
 from ._requests import (
@@ -201,7 +201,7 @@ class AgentHandle(Handle):
         request = _request(prompt, timeout, max_turns, images, output, input, input_schema, on_event)
         self._refuse_inside_own_run("run()")
         try:
-            return await self.call(request, timeout=None)
+            return await start_call(self, request, None)  # self.call, a coroutine frame less
         except trio.Cancelled:
             # Whoever wanted the answer is gone: do not leave the run going.
             send_system(self, CancelRun(request))

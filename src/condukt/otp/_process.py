@@ -164,6 +164,32 @@ class _CallbackCaller(Caller):
         self._deliver(result)
 
 
+def _post_call(
+    proc: Process, mailbox: deque[Any], task: Task, request: Any, timeout: float | None, deadline: float
+) -> Callable[[Any], Abort]:
+    """Put a call from ``task`` in the mailbox (which has room); the abort function to park the task with."""
+    caller = Caller(task, proc, timeout)
+    mailbox.append((_CALL, request, caller))
+    proc._wake()
+    if timeout is not None:
+        proc._handle._node._timers.schedule(deadline, caller)
+    return caller._abort
+
+
+def start_call(handle: Handle, request: Any, timeout: float | None) -> Awaitable[Any]:
+    """:meth:`Handle.call`, sent now, without a coroutine of its own (see :mod:`.lowlevel`)."""
+    proc = handle._process
+    if proc is not None:
+        task = current_task()
+        mailbox = proc._mailbox
+        if mailbox is None:
+            mailbox = proc._mailbox = deque()
+        if task is not proc._task and task is not proc._init_task and len(mailbox) < proc._capacity:
+            deadline = math.inf if timeout is None else trio.current_time() + timeout
+            return wait_task_rescheduled(_post_call(proc, mailbox, task, request, timeout, deadline))
+    return handle.call(request, timeout)  # the cases that raise or wait for room, as ``call`` has them
+
+
 def call_with_callback(
     handle: Handle, request: Any, timeout: float | None, deliver: Callable[[outcome.Outcome[Any]], None]
 ) -> Callable[[], None] | None:
@@ -365,12 +391,7 @@ class Handle:
             mailbox = proc._mailbox
             if mailbox is None:
                 raise NoProc(f"{self!r} is not alive")
-        caller = Caller(task, proc, timeout)
-        mailbox.append((_CALL, request, caller))
-        proc._wake()
-        if timeout is not None:
-            self._node._timers.schedule(deadline, caller)
-        return await wait_task_rescheduled(caller._abort)
+        return await wait_task_rescheduled(_post_call(proc, mailbox, task, request, timeout, deadline))
 
     async def cast(self, message: Any) -> None:
         """Send ``message`` to ``handle_cast`` without waiting for it to be handled.
