@@ -148,7 +148,7 @@ class Usage:
 def _text_of(blocks: tuple[Any, ...]) -> str:
     if len(blocks) == 1:  # the usual message: no generator, no join
         block = blocks[0]
-        return block.text if type(block) is TextBlock else ""  # type: ignore[no-any-return]
+        return block.text if type(block) is TextBlock else ""
     return "".join(block.text for block in blocks if type(block) is TextBlock)
 
 
