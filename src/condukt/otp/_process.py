@@ -146,7 +146,16 @@ class Caller(Timed):
         """Hand the answer (a reply, an error, the timeout) to the caller: its parked task resumes."""
         reschedule(self._task, result)
 
-    def _abort(self, raise_cancel: Any) -> Abort:  # the caller was cancelled
+
+class _TaskCaller(Caller):
+    """The caller of a task waiting in :meth:`Handle.call`: itself the abort function the task parks with.
+
+    (A bound method made per call would be one more object per call in flight.)
+    """
+
+    __slots__ = ()
+
+    def __call__(self, raise_cancel: Any) -> Abort:  # the waiting task was cancelled
         self._finish()
         return Abort.SUCCEEDED
 
@@ -168,12 +177,12 @@ def _post_call(
     proc: Process, mailbox: deque[Any], task: Task, request: Any, timeout: float | None, deadline: float
 ) -> Callable[[Any], Abort]:
     """Put a call from ``task`` in the mailbox (which has room); the abort function to park the task with."""
-    caller = Caller(task, proc, timeout)
+    caller = _TaskCaller(task, proc, timeout)
     mailbox.append((_CALL, request, caller))
     proc._wake()
     if timeout is not None:
         proc._handle._node._timers.schedule(deadline, caller)
-    return caller._abort
+    return caller
 
 
 def start_call(handle: Handle, request: Any, timeout: float | None) -> Awaitable[Any]:
