@@ -10,7 +10,6 @@ run's timeout, the process stopping) and ``KeyboardInterrupt`` pass through.
 from __future__ import annotations
 
 import logging
-import math
 import traceback
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -261,12 +260,19 @@ class _Calls:
         try:
             # No scope of its own when the run's deadline comes first: the
             # tool's could never fire, and a scope is most of a call's cost.
-            deadline = trio.current_time() + timeout if timeout is not None else math.inf
-            if deadline >= self.run.scope.deadline:
+            # Usually known without reading the clock: the run started before
+            # now, so a timeout reaching past the run's deadline from its start does.
+            run = self.run
+            run_deadline = run.scope.deadline
+            if timeout is None or run.started_at + timeout >= run_deadline:
                 await self._call(index)
             else:
-                with trio.CancelScope(deadline=deadline):
+                deadline = trio.current_time() + timeout
+                if deadline >= run_deadline:
                     await self._call(index)
+                else:
+                    with trio.CancelScope(deadline=deadline):
+                        await self._call(index)
         except BaseException as exc:
             self._interrupted(index, exc)
             raise
