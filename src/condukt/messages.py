@@ -146,6 +146,9 @@ class Usage:
 
 
 def _text_of(blocks: tuple[Any, ...]) -> str:
+    if len(blocks) == 1:  # the usual message: no generator, no join
+        block = blocks[0]
+        return block.text if type(block) is TextBlock else ""
     return "".join(block.text for block in blocks if type(block) is TextBlock)
 
 
@@ -228,7 +231,10 @@ class AssistantMessage:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls, in the order the model made them."""
-        return tuple(block for block in self.content if type(block) is ToolCall)
+        content = self.content
+        if len(content) == 1:  # one block: the content itself, or nothing (no new tuple)
+            return content if type(content[0]) is ToolCall else ()  # type: ignore[return-value]
+        return tuple(block for block in content if type(block) is ToolCall)
 
 
 @attrs.frozen

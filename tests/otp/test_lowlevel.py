@@ -12,7 +12,7 @@ import trio
 
 import condukt
 from condukt.otp import lowlevel
-from condukt.otp.lowlevel import Process, call_with_callback, process_of, send_system, server_of
+from condukt.otp.lowlevel import Process, call_with_callback, process_of, send_system, server_of, start_call
 
 from .servers import Boom, settle
 
@@ -20,7 +20,7 @@ from .servers import Boom, settle
 def test_the_lowlevel_names_are_pinned() -> None:
     assert sorted(lowlevel.__all__) == [
         "Process", "Spawnable", "call_with_callback", "process_of", "run_default_node", "send_system", "server_of",
-        "set_handle_reducer",
+        "set_handle_reducer", "start_call",
     ]
     assert "Process" not in condukt.otp.__all__  # extension points stay out of the main API
 
@@ -228,6 +228,62 @@ async def test_call_with_callback_sends_nothing_into_a_full_mailbox() -> None:
         gate.set()
         assert await h.call("seen") == [0, 1, 2]
         assert got == []
+
+
+async def test_start_call_answers_as_call_does(autojump_clock: Any) -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(Answers)
+        assert await start_call(h, "hi", 5) == ("echo", "hi")
+        with pytest.raises(ValueError, match="refused"):
+            await start_call(h, "refuse", None)
+        with pytest.raises(condukt.CallTimeout):
+            await start_call(h, "hold", 1.5)
+
+        # Cancelled while waiting: withdrawn, a later reply is dropped.
+        with trio.move_on_after(1) as scope:
+            await start_call(h, "hold", None)
+        assert scope.cancelled_caught
+        assert await start_call(h, "release", 5) == "ok"
+
+        # The process exits before replying: CallError; then NoProc.
+        async with trio.open_nursery() as nursery:
+
+            async def crash_soon() -> None:
+                await trio.sleep(1)
+                h.cast_nowait("x")  # Answers has no handle_cast: it crashes
+
+            nursery.start_soon(crash_soon)
+            with pytest.raises(condukt.CallError):
+                await start_call(h, "hold", None)
+        with pytest.raises(condukt.NoProc):
+            await start_call(h, "late", None)
+
+
+async def test_start_call_waits_for_room_and_refuses_a_self_call() -> None:
+    gate = trio.Event()
+    async with condukt.open_node() as node:
+        h = await node.spawn(Inbox, gate, mailbox_size=2)
+        for n in range(3):  # one being handled, two waiting: full
+            h.cast_nowait(n)
+            await trio.testing.wait_all_tasks_blocked()
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                assert await start_call(h, "seen", 5) == [0, 1, 2]
+
+            nursery.start_soon(ask)
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()  # the full mailbox drains: the call goes in and is answered
+
+        selfish = await node.spawn(CallsItself)
+        with pytest.raises(condukt.CallError) as info:
+            await selfish.call("go")
+        assert isinstance(info.value.reason, condukt.CallingSelf)
+
+
+class CallsItself(condukt.Server):
+    async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
+        return await start_call(self.handle, "again", 5)
 
 
 async def test_process_of_exposes_the_incarnation_until_it_exits() -> None:

@@ -173,3 +173,35 @@ async def test_a_parameter_that_validates_but_does_not_convert_is_an_error_resul
     assert result.is_error
     assert result.text.startswith("Error: argument 'what': could not convert the value to")
     assert "'n' must be > 0" in result.text
+
+
+class Plain(condukt.Tool):
+    name = "plain"
+    description = "A tool described by its class."
+    parameters = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        return "ok"
+
+
+def test_an_instance_with_its_own_description_is_not_described_by_its_class() -> None:
+    # The class's check is done once and shared by its instances; one that
+    # sets its own name, description or parameters must still be checked on its own.
+    (first,) = condukt.tools.resolve_tools([Plain])
+    own = Plain()
+    own.name = "renamed"
+    own.description = "Its own."
+    own.parameters = {"type": "object", "properties": {"y": {"type": "string"}}, "required": ["y"]}
+    (second,) = condukt.tools.resolve_tools([own])
+    assert first.definition().name == "plain" and first.validate({"x": 1}) is None
+    assert second.definition().name == "renamed" and second.definition().description == "Its own."
+    assert second.validate({"y": "a"}) is None and second.validate({"x": 1}) is not None
+    same = Plain()
+    same.parameters = Plain.parameters  # the class's own object: described alike
+    (third,) = condukt.tools.resolve_tools([same])
+    assert third.definition() == first.definition()
+
+    bad = Plain()
+    bad.parameters = {"type": "no such type"}
+    with pytest.raises(ValueError):
+        condukt.tools.resolve_tools([bad])

@@ -13,6 +13,7 @@ from ..sandbox import Sandbox
 from ._capability import Capability
 from ._config import AgentConfig
 from ._handle import AgentHandle
+from ._requests import RunRequest
 from ._session import Session
 
 __all__ = ["Agent", "session_of"]
@@ -184,7 +185,10 @@ class Agent(Server):
         Never waits on a run (the mailbox stays responsive), so it is not
         cancelled by one; the process stopping cancels it.
         """
-        reply = await self.__session._handle_call(request, caller)
+        session = self.__session
+        if type(request) is RunRequest:  # the common message, without a coroutine in between
+            return session._submit_run(request, caller)
+        reply = await session._handle_call(request, caller)
         if reply is NotImplemented:
             return await super().handle_call(request, caller)
         return reply

@@ -57,6 +57,8 @@ def _list(name: str, what: str) -> Callable[[Any], tuple[Any, ...] | None]:
     def check(value: Any) -> tuple[Any, ...] | None:
         if value is None:
             return None
+        if type(value) is list or type(value) is tuple:  # the usual value, without the ABCs' isinstance checks
+            return tuple(value)
         if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
             hint = f"; wrap it in a list: {name}=[{value.__name__}]" if isinstance(value, type) else ""
             raise TypeError(f"{name} must be a list of {what}, got {type(value).__name__} {value!r}{hint}")

@@ -13,7 +13,7 @@ import trio
 from ..events import AgentEnd, Done, Error, Event
 from ..messages import ImageBlock, Message
 from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
-from ..otp.lowlevel import send_system, server_of
+from ..otp.lowlevel import send_system, server_of, start_call
 from ..tools.read import IMAGE_TYPES
 from ._info import AgentInfo, info_of
 from ._requests import (
@@ -83,9 +83,8 @@ def _request(
         prompt = f"{prompt}\n\n{rendered}" if prompt else rendered
     if not prompt and not images:
         raise ValueError("prompt must not be empty (give a prompt, images or an input)")
-    return RunRequest(
-        prompt, images=_load_images(images), timeout=timeout, max_turns=max_turns, output=spec, on_event=on_event
-    )
+    # Positional, in RunRequest's field order (prompt, images, timeout, max_turns, sink, output, on_event).
+    return RunRequest(prompt, () if images is None else _load_images(images), timeout, max_turns, None, spec, on_event)
 
 
 class AgentHandle(Handle):
@@ -112,6 +111,8 @@ class AgentHandle(Handle):
         if server is None:
             return False
         lifecycle = server._Agent__session._lifecycle  # type: ignore[attr-defined]
+        if lifecycle._worker is None:  # no job in progress (the common case): nothing to look up
+            return False
         return bool(lifecycle.runs_in(trio.lowlevel.current_task()))
 
     def _refuse_inside_own_run(self, what: str) -> None:
@@ -200,7 +201,7 @@ class AgentHandle(Handle):
         request = _request(prompt, timeout, max_turns, images, output, input, input_schema, on_event)
         self._refuse_inside_own_run("run()")
         try:
-            return await self.call(request, timeout=None)
+            return await start_call(self, request, None)  # self.call, a coroutine frame less
         except trio.Cancelled:
             # Whoever wanted the answer is gone: do not leave the run going.
             send_system(self, CancelRun(request))

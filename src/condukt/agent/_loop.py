@@ -8,6 +8,7 @@ sub-agents, telemetry) plugs in through capability hooks (see
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -16,6 +17,7 @@ from ..events import AgentStart, MaxTurnsReached, TurnEnd, TurnStart
 from ..messages import AssistantMessage, TextBlock, UserMessage
 from ..providers import ModelError
 from ._errors import Aborted, AgentError, RunTimeout
+from ._run import NO_USAGE
 from ._tool_calls import run_tool_calls
 
 if TYPE_CHECKING:
@@ -35,8 +37,12 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     """
     hooks = run.hooks
     messages = session.messages
-    emit = run.emit
-    listened = session._listened
+    # Events are built only for someone. The run's own listeners are known
+    # now (a reader that leaves only makes them fewer); node subscribers
+    # come and go, so ``pubsub`` is checked each time. Plain locals, not
+    # bound methods: fewer objects per run in flight.
+    watched = run.sink is not None or run.on_event is not None or session._event_hook
+    pubsub = session.pubsub
     max_turns = run.max_turns or session.config.max_turns
     prompt = session.scrub(run.prompt)
     resumed = run.resumed
@@ -51,23 +57,27 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     run.started_at = trio.current_time()
     value: Any = None
     failure: BaseException | None = None
-    scope = run.scope  # one scope for the abort and the timeout: the run's flag tells them apart
-    if run.timeout is not None:
-        scope.deadline = run.started_at + run.timeout
+    # One scope for the abort and the timeout (the run's flag tells them
+    # apart), made now with its deadline (setting one later costs a context
+    # manager in trio); an abort that came before the start cancels it at once.
+    timeout = run.timeout
+    scope = run.scope = trio.CancelScope(deadline=run.started_at + timeout if timeout is not None else math.inf)
+    if run.aborted:
+        scope.cancel()
     with scope:
         try:
             if resumed is None:
                 messages.append(UserMessage((TextBlock(prompt), *run.images)))
-            if listened(run):  # events are built only for someone (checked each time: subscribers come and go)
-                await emit(AgentStart(session.id, prompt, run.id))
+            if watched or pubsub:
+                await run.emit(AgentStart(session.id, prompt, run.id))
             for started in hooks.run_started:
                 started(run)
             while True:
                 if run.steers:
                     _take_steers(session, run)
                 run.turn += 1
-                if listened(run):
-                    await emit(TurnStart(run.turn))
+                if watched or pubsub:
+                    await run.emit(TurnStart(run.turn))
                 if in_flight is not None:  # resumed: finish the turn the checkpoint holds
                     response, in_flight = in_flight, None
                 else:
@@ -75,32 +85,36 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                     if hooks.model_started or hooks.model_finished or hooks.wrap_model_request:
                         response = await session._ask_model_watched(run, request)
                     else:  # the common case, without a coroutine in between
-                        response = await session.model.complete(request, emit)
-                    run.usage = run.usage + response.usage
+                        response = await session.model.complete(request, run.emit)
+                    usage = run.usage  # the first response's usage is the run's as it is (no sum to make)
+                    run.usage = response.usage if usage is NO_USAGE else usage + response.usage
                     messages.append(response)
-                if response.text:
-                    run.text = response.text
+                text = response.text
+                if text:
+                    run.text = text
                 calls = response.tool_calls
-                if calls:
+                called = bool(calls)
+                if called:
                     messages.extend(await run_tool_calls(session, run, calls))
+                    del calls  # not kept alive through the next request
                 committed = len(messages)
                 if run.taken:
                     run.taken = ()
                 for changed in hooks.history_changed:
                     await changed(session)
-                if listened(run):
-                    await emit(TurnEnd(run.turn, response))
+                if watched or pubsub:
+                    await run.emit(TurnEnd(run.turn, response))
                 stop = False
                 for after in hooks.after_turn:  # every hook sees the turn, even after one said stop
                     stop = after(run, response) or stop
                 if stop:
                     break
-                if not calls:
+                if not called:
                     if run.steers:
                         continue  # a steer arrived during the last request: answer it
                     break
                 if run.turn >= max_turns:
-                    await emit(MaxTurnsReached(max_turns))
+                    await run.emit(MaxTurnsReached(max_turns))
                     break
             value = run.text
             for finish in hooks.finish:

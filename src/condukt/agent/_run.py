@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from ._requests import RunRequest
     from ._session import Session
 
-__all__ = ["Run", "RunResult"]
+__all__ = ["NO_USAGE", "Run", "RunResult"]
+
+#: The scope of every run that has not started (never entered, never cancelled).
+_NOT_STARTED = trio.CancelScope()
+#: A new run's usage (frozen: shared; the loop takes the first response's usage as it is).
+NO_USAGE = Usage()
 
 
 @attrs.frozen
@@ -95,8 +100,8 @@ class Run:
         self.sink = request.sink
         self.on_event = request.on_event
         self.hooks = hooks
-        #: Cancelled by :meth:`abort` (even before the run started) and at the run's deadline.
-        self.scope = trio.CancelScope()
+        #: Cancelled by :meth:`abort` and at the run's deadline; made when the run starts.
+        self.scope = _NOT_STARTED
         self.aborted = False
         # Sequences that are usually empty start as (): a run makes few
         # objects, which is what keeps 10,000 runs in flight cheap (the
@@ -110,7 +115,7 @@ class Run:
         self.turn = 0
         #: The current turn's tool calls while they run (for ``AgentHandle.info``), else None.
         self.tool_calls: Any = None
-        self.usage = Usage()
+        self.usage = NO_USAGE
         self.text = ""
         #: Index of the run's prompt in the history (set when it starts).
         self.start = -1
@@ -138,7 +143,8 @@ class Run:
     def abort(self) -> None:
         """Stop the run: its loop sees cancellation at the next checkpoint and fails with ``Aborted``."""
         self.aborted = True
-        self.scope.cancel()
+        if self.scope is not _NOT_STARTED:  # else the start sees ``aborted``
+            self.scope.cancel()
 
     @property
     def structured(self) -> bool:

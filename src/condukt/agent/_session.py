@@ -145,7 +145,8 @@ class Session:
         if config.compactor is not None:
             builtin.append(Compaction(config.compactor))
         tools = list(config.tools if config.tools is not None else agent.tools())
-        sources = [entry for entry in tools if isinstance(entry, ToolSource)]
+        # A class is never a ToolSource instance: the ABC's isinstance check only for the rest.
+        sources = [entry for entry in tools if not isinstance(entry, type) and isinstance(entry, ToolSource)]
         if sources:
             tools = [entry for entry in tools if not isinstance(entry, ToolSource)]
             builtin.append(ToolSources(sources))
@@ -162,11 +163,20 @@ class Session:
             for offer in self.hooks.tools:
                 tools.extend(offer(self))
             resolved = resolve_tools(tools)
-            if any(tool.name == SUBMIT_RESULT for tool in resolved):
-                raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
+            # One plain loop rather than a generator per question (every start runs this).
+            by_name: dict[str, Tool] = {}
+            definitions = []
+            asks_approval = False
+            for tool in resolved:
+                if tool.name == SUBMIT_RESULT:
+                    raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
+                by_name[tool.name] = tool
+                definitions.append(tool.definition())
+                if tool.requires_approval is not False:
+                    asks_approval = True
             self.tools = tuple(resolved)
-            self.tools_by_name = {tool.name: tool for tool in resolved}
-            self.tool_definitions = tuple(tool.definition() for tool in resolved)
+            self.tools_by_name = by_name
+            self.tool_definitions = tuple(definitions)
             self.model = self.config.resolved_model(self.node)
         except BaseException:
             # Tool sources hold connections (MCP servers): a failed start releases them.
@@ -177,7 +187,7 @@ class Session:
             raise
         self._event_hook = type(agent).handle_event is not _base_handle_event()
         restored = self.restored_run
-        if any(tool.requires_approval is not False for tool in resolved) or (restored and restored.approvals):
+        if asks_approval or (restored and restored.approvals):
             # Known only once the tools resolve: added last, the hooks rebuilt.
             self._approvals = Approvals(self, restored)
             capabilities.append(self._approvals)
@@ -227,9 +237,7 @@ class Session:
         lifecycle = self._lifecycle
         try:
             if kind is RunRequest:
-                run = self._new_run(request, None if request.sink is not None else caller)
-                lifecycle.submit(run)
-                return run.id if request.sink is not None else NO_REPLY
+                return self._submit_run(request, caller)
             if kind is AbortRun:
                 return lifecycle.abort(request.run, request.run_id, request.from_run, caller)
             if kind is Steer:
@@ -259,6 +267,17 @@ class Session:
             caller.reply_error(exc)
             return NO_REPLY
         return NotImplemented
+
+    def _submit_run(self, request: RunRequest, caller: Caller) -> Any:
+        """Start or queue the run ``request`` asks for; the reply (a stream's run id) or ``NO_REPLY``."""
+        stream = request.sink is not None
+        run = self._new_run(request, None if stream else caller)
+        try:
+            self._lifecycle.submit(run)
+        except Busy as exc:
+            caller.reply_error(exc)
+            return NO_REPLY
+        return run.id if stream else NO_REPLY
 
     def _handle_info(self, message: Any) -> bool:
         """Handle a runtime notice; False if it is not the agent's."""

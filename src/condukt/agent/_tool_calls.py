@@ -10,9 +10,8 @@ run's timeout, the process stopping) and ``KeyboardInterrupt`` pass through.
 from __future__ import annotations
 
 import logging
-import math
 import traceback
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -31,6 +30,8 @@ logger = logging.getLogger("condukt.agent")
 
 Content = tuple[TextBlock | ImageBlock, ...]
 _UNSET: Any = object()
+#: ``_Calls.started`` of a turn nobody watches (never written to).
+_NOT_RECORDED: dict[int, float] = {}
 
 
 def describe(exc: BaseException) -> str:
@@ -71,20 +72,19 @@ def timeout_of(session: Session, call: ToolCall) -> float | None:
     return tool.timeout  # type: ignore[return-value]
 
 
-async def run_tool_calls(session: Session, run: Run, calls: Sequence[ToolCall]) -> list[ToolResultMessage]:
-    """Run a turn's calls; their results in call order.
+def run_tool_calls(session: Session, run: Run, calls: Sequence[ToolCall]) -> Awaitable[list[ToolResultMessage]]:
+    """Run a turn's calls (await the result); their results in call order.
 
     Capabilities may answer calls themselves first (in call order: a
     structured run's ``submit_result`` is judged so). Calls that start
     together with the same timeout share one deadline (one nursery's cancel
     scope) instead of a cancel scope each: the deadlines are identical, and
-    a scope per call is the dominant cost of a wide fan-out.
+    a scope per call is the dominant cost of a wide fan-out. Not a
+    coroutine itself: the caller awaits the runner's directly (a coroutine
+    less per turn).
     """
     runner = run.tool_calls = _Calls(session, run, calls)
-    try:
-        return await runner.all()
-    finally:
-        run.tool_calls = None
+    return runner.all()
 
 
 class _Calls:
@@ -97,14 +97,27 @@ class _Calls:
         self.run = run
         self.calls = calls
         self.results: list[ToolResultMessage | None] = [None] * len(calls)
-        self.started: dict[int, float] = {}
         # Per-call events and hooks cost a little per call: only when someone listens.
-        self.notify = session._listened(run) or run.hooks.watches_tools
+        notify = self.notify = session._listened(run) or run.hooks.watches_tools
+        #: When each call started (only recorded when ``notify``; else a shared empty dict).
+        self.started: dict[int, float] = {} if notify else _NOT_RECORDED
         config = session.config
         # What every call's ToolContext shares after its call id, looked up once per turn.
         self.context_tail = (config.confine_to_cwd, session.secret_env, run.emit, config.sandbox or DEFAULT_SANDBOX)
 
     async def all(self) -> list[ToolResultMessage]:
+        try:
+            hooks = self.run.hooks
+            if len(self.calls) == 1 and not hooks.intercept_tool_call and not hooks.gate_tool_call:
+                # The common turn: one call, nothing to group.
+                await self._one(0, timeout_of(self.session, self.calls[0]))
+            else:
+                await self._all()
+        finally:
+            self.run.tool_calls = None
+        return self.results  # type: ignore[return-value]  # every slot is filled
+
+    async def _all(self) -> None:
         session, run, calls = self.session, self.run, self.calls
         groups: dict[float | None, list[int]] = {}
         intercepts = run.hooks.intercept_tool_call
@@ -144,7 +157,6 @@ class _Calls:
             async with trio.open_nursery() as nursery:
                 for timeout, indices in groups.items():
                     nursery.start_soon(self._group, timeout, indices)
-        return self.results  # type: ignore[return-value]  # every slot is filled
 
     async def _gated(self, index: int, timeout: float | None) -> None:
         """One call behind the ``gate_tool_call`` hooks: answered by one of them, or run."""
@@ -248,12 +260,19 @@ class _Calls:
         try:
             # No scope of its own when the run's deadline comes first: the
             # tool's could never fire, and a scope is most of a call's cost.
-            deadline = trio.current_time() + timeout if timeout is not None else math.inf
-            if deadline >= self.run.scope.deadline:
+            # Usually known without reading the clock: the run started before
+            # now, so a timeout reaching past the run's deadline from its start does.
+            run = self.run
+            run_deadline = run.scope.deadline
+            if timeout is None or run.started_at + timeout >= run_deadline:
                 await self._call(index)
             else:
-                with trio.CancelScope(deadline=deadline):
+                deadline = trio.current_time() + timeout
+                if deadline >= run_deadline:
                     await self._call(index)
+                else:
+                    with trio.CancelScope(deadline=deadline):
+                        await self._call(index)
         except BaseException as exc:
             self._interrupted(index, exc)
             raise

@@ -146,7 +146,16 @@ class Caller(Timed):
         """Hand the answer (a reply, an error, the timeout) to the caller: its parked task resumes."""
         reschedule(self._task, result)
 
-    def _abort(self, raise_cancel: Any) -> Abort:  # the caller was cancelled
+
+class _TaskCaller(Caller):
+    """The caller of a task waiting in :meth:`Handle.call`: itself the abort function the task parks with.
+
+    (A bound method made per call would be one more object per call in flight.)
+    """
+
+    __slots__ = ()
+
+    def __call__(self, raise_cancel: Any) -> Abort:  # the waiting task was cancelled
         self._finish()
         return Abort.SUCCEEDED
 
@@ -162,6 +171,32 @@ class _CallbackCaller(Caller):
 
     def _settle(self, result: outcome.Outcome[Any]) -> None:
         self._deliver(result)
+
+
+def _post_call(
+    proc: Process, mailbox: deque[Any], task: Task, request: Any, timeout: float | None, deadline: float
+) -> Callable[[Any], Abort]:
+    """Put a call from ``task`` in the mailbox (which has room); the abort function to park the task with."""
+    caller = _TaskCaller(task, proc, timeout)
+    mailbox.append((_CALL, request, caller))
+    proc._wake()
+    if timeout is not None:
+        proc._handle._node._timers.schedule(deadline, caller)
+    return caller
+
+
+def start_call(handle: Handle, request: Any, timeout: float | None) -> Awaitable[Any]:
+    """:meth:`Handle.call`, sent now, without a coroutine of its own (see :mod:`.lowlevel`)."""
+    proc = handle._process
+    if proc is not None:
+        task = current_task()
+        mailbox = proc._mailbox
+        if mailbox is None:
+            mailbox = proc._mailbox = deque()
+        if task is not proc._task and task is not proc._init_task and len(mailbox) < proc._capacity:
+            deadline = math.inf if timeout is None else trio.current_time() + timeout
+            return wait_task_rescheduled(_post_call(proc, mailbox, task, request, timeout, deadline))
+    return handle.call(request, timeout)  # the cases that raise or wait for room, as ``call`` has them
 
 
 def call_with_callback(
@@ -365,12 +400,7 @@ class Handle:
             mailbox = proc._mailbox
             if mailbox is None:
                 raise NoProc(f"{self!r} is not alive")
-        caller = Caller(task, proc, timeout)
-        mailbox.append((_CALL, request, caller))
-        proc._wake()
-        if timeout is not None:
-            self._node._timers.schedule(deadline, caller)
-        return await wait_task_rescheduled(caller._abort)
+        return await wait_task_rescheduled(_post_call(proc, mailbox, task, request, timeout, deadline))
 
     async def cast(self, message: Any) -> None:
         """Send ``message`` to ``handle_cast`` without waiting for it to be handled.
@@ -766,7 +796,12 @@ class Process:
                 await checkpoint()  # bounded batch: let other tasks run
 
     async def _main(self) -> None:
-        """The process task body. Never raises except for an outer cancellation."""
+        """The process task body. Never raises except for an outer cancellation.
+
+        A plain process's body is inline here rather than a coroutine of its
+        own: every live process holds one coroutine less, and each of its
+        wake-ups passes one frame less.
+        """
         self._task = current_task()
         # Whoever started it, a process and the tasks it starts are on its node.
         current_node_var.set(self._handle._node)
@@ -775,68 +810,66 @@ class Process:
         try:
             if self._handle._cls._eager_nursery:
                 reason, notify = await self._main_supervising()
-            else:
-                reason = await self._main_plain()
+                return
+            # The cancel scope encloses the nursery: stopping the process cancels
+            # its background tasks before ``terminate`` runs.
+            try:
+                if self._handle._cls.nursery_at_start:
+                    # The nursery is opened at once and its cancel scope is the
+                    # process's: one cancel scope per process instead of two.
+                    async with trio.open_nursery() as nursery:
+                        self._scope = nursery.cancel_scope
+                        if self._state == _BOOTING:
+                            booted = await self._boot_here()
+                            if booted is not None:
+                                reason = booted
+                                return
+                        self._nursery = nursery
+                        if self._pending is not None:
+                            self._start_pending()
+                        await self._serve()
+                        if nursery.child_tasks:  # a cancel costs ~9k instructions: only when there is work to stop
+                            nursery.cancel_scope.cancel()
+                        else:
+                            # Nothing can run in the nursery any more: exit now, so
+                            # whoever waits for the exit runs in the same scheduling
+                            # batch as the nursery's closing checkpoint, not after it
+                            # (spawn + run + stop of an agent: ~14k instructions less).
+                            self._nursery = None
+                            stop = self._stop
+                            assert stop is not None
+                            reason = await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
+                            self._exit(reason)
+                            return
+                else:
+                    with self._open_scope():
+                        if self._state == _BOOTING:
+                            booted = await self._boot_here()
+                            if booted is not None:
+                                reason = booted
+                                return
+                        if self._pending is not None or await self._serve():
+                            async with trio.open_nursery() as nursery:
+                                self._nursery = nursery
+                                self._start_pending()
+                                await self._serve()
+                                if nursery.child_tasks:
+                                    nursery.cancel_scope.cancel()
+            except BaseException as exc:
+                if _only_cancelled(exc) or not isinstance(exc, Exception):
+                    raise
+                reason = await self._terminate(self._crashed(exc), self._shutdown)
+                return
+            finally:
+                self._nursery = None
+            stop = self._stop
+            assert stop is not None
+            if self._state == _BOOTING:
+                reason = stop[0]  # stopped or killed during init: no terminate
+                return
+            reason = await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
         finally:
             self._exit(reason, notify=notify)
-
-    async def _main_plain(self) -> ExitReason:
-        # The cancel scope encloses the nursery: stopping the process cancels
-        # its background tasks before ``terminate`` runs.
-        reason: ExitReason
-        try:
-            if self._handle._cls.nursery_at_start:
-                # The nursery is opened at once and its cancel scope is the
-                # process's: one cancel scope per process instead of two.
-                async with trio.open_nursery() as nursery:
-                    self._scope = nursery.cancel_scope
-                    if self._state == _BOOTING:
-                        reason = await self._boot_here()
-                        if reason is not None:
-                            return reason
-                    self._nursery = nursery
-                    if self._pending is not None:
-                        self._start_pending()
-                    await self._serve()
-                    if nursery.child_tasks:  # a cancel costs ~9k instructions: only when there is work to stop
-                        nursery.cancel_scope.cancel()
-                    else:
-                        # Nothing can run in the nursery any more: exit now, so
-                        # whoever waits for the exit runs in the same scheduling
-                        # batch as the nursery's closing checkpoint, not after it
-                        # (spawn + run + stop of an agent: ~14k instructions less).
-                        self._nursery = None
-                        stop = self._stop
-                        assert stop is not None
-                        reason = await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
-                        self._exit(reason)
-                        return reason
-            else:
-                with self._open_scope():
-                    if self._state == _BOOTING:
-                        # ``reason``, not a new local: every idle process keeps this frame.
-                        reason = await self._boot_here()
-                        if reason is not None:
-                            return reason
-                    if self._pending is not None or await self._serve():
-                        async with trio.open_nursery() as nursery:
-                            self._nursery = nursery
-                            self._start_pending()
-                            await self._serve()
-                            if nursery.child_tasks:
-                                nursery.cancel_scope.cancel()
-        except BaseException as exc:
-            if _only_cancelled(exc) or not isinstance(exc, Exception):
-                raise
-            reason = self._crashed(exc)
-            return await self._terminate(reason, self._shutdown)
-        finally:
-            self._nursery = None
-        stop = self._stop
-        assert stop is not None
-        if self._state == _BOOTING:
-            return stop[0]  # stopped or killed during init: no terminate
-        return await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
 
     async def _main_supervising(self) -> tuple[ExitReason, bool]:
         # Supervisors: the children's nursery encloses the cancel scope, so

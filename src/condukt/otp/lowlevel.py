@@ -27,7 +27,7 @@ See "Writing your own behaviour" in ``docs/runtime.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import outcome
@@ -35,6 +35,7 @@ import outcome
 from ._node import Node, run_default_node
 from ._process import Handle, Process, Server
 from ._process import call_with_callback as _call_with_callback
+from ._process import start_call as _start_call
 from ._spawnable import Spawnable
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "send_system",
     "server_of",
     "set_handle_reducer",
+    "start_call",
 ]
 
 
@@ -85,6 +87,23 @@ def call_with_callback(
     this saves a cluster node per cross-node call.
     """
     return _call_with_callback(handle, request, timeout, deliver)
+
+
+def start_call(handle: Handle, request: Any, timeout: float | None = 5.0) -> Awaitable[Any]:
+    """Send ``request`` to the process's ``handle_call`` now; await the result for the reply.
+
+    ``await start_call(handle, request, timeout)`` is ``await
+    handle.call(request, timeout)`` (same errors, same cancellation: an
+    unanswered request is withdrawn), without a coroutine frame of its own
+    between the caller and the wait: for a behaviour's handle method that
+    wraps one call (an agent's ``run``), a frame less on every resume and
+    an object less per call in flight. Call it from the task that awaits
+    the result, and await it at once: the request is sent, and the reply
+    addressed to the current task, when it is called. (Not for
+    ``nursery.start_soon(start_call, ...)``: that calls it in the parent
+    task; use :meth:`Handle.call` there.)
+    """
+    return _start_call(handle, request, timeout)
 
 
 def send_system(handle: Handle, message: Any) -> None:

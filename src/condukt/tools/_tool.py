@@ -204,13 +204,13 @@ class Tool(abc.ABC):
         """
         cls = type(self)
         checked = _CHECKED.get(cls)
-        if checked is not None and not (_DESCRIBED & self.__dict__.keys()):
+        if checked is not None and not _describes_itself(self):
             # A class whose name, description and parameters are plain class
             # attributes, checked before: every instance describes itself alike.
             self._schema, self._definition = checked
             return
         self._check()
-        if _plainly_described(cls) and not (_DESCRIBED & self.__dict__.keys()):
+        if _plainly_described(cls) and not _describes_itself(self):
             _CHECKED[cls] = (self._compiled(), self.definition())
 
     def _check(self) -> None:
@@ -305,6 +305,18 @@ def _approval_rule(value: Any) -> bool | Callable[[dict[str, Any]], bool]:
 _DESCRIBED = frozenset({"name", "description", "parameters"})
 #: Tool classes checked once for all their instances: their schema and definition.
 _CHECKED: weakref.WeakKeyDictionary[type, tuple[Schema[Any], ToolDefinition]] = weakref.WeakKeyDictionary()
+
+
+def _describes_itself(tool: Tool) -> bool:
+    """Whether ``tool`` has a name, description or parameters of its own (not its plainly described class's).
+
+    Compared by identity rather than read from ``tool.__dict__``: reading
+    that makes the instance's dict, one more object per tool of every agent
+    for the cyclic GC to walk. The same object set on the instance describes
+    it as the class does.
+    """
+    cls = type(tool)
+    return tool.name is not cls.name or tool.description is not cls.description or tool.parameters is not cls.parameters
 
 
 def _plainly_described(cls: type) -> bool:
