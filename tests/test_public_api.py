@@ -57,7 +57,9 @@ SUBPACKAGES = {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
         "SandboxError", "redact_host_credentials",
     },
-    "condukt.providers.lowlevel": {"HttpModel", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"},
+    "condukt.providers.lowlevel": {
+        "HttpModel", "PreparedRequest", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport",
+    },
     "condukt.mcp": {
         "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
         "server_for", "sse", "stdio",
