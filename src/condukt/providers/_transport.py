@@ -55,7 +55,9 @@ _ACCEPT_ENCODING = (b"Accept-Encoding", b"gzip, deflate")
 #: request does, then costs no trio ``send_all`` (its conflict detector,
 #: memoryview loop, send wrapper and closing checkpoint) and no cancel scope
 #: for the write timeout (nothing waits). The rest of a request the socket
-#: did not take goes through ``send_all``, under the write timeout.
+#: did not take goes through ``send_all``, under the write timeout. Reads
+#: without a timeout of their own go to the descriptor too (``os.read``,
+#: ``trio.lowlevel.wait_readable`` when there is nothing to read yet).
 _DIRECT_WRITE = os.name == "posix"
 
 
@@ -87,7 +89,19 @@ class _Connection:
 
     async def receive(self, timeout: float | None) -> None:
         """Read more bytes into the reader (EOF is passed on as :meth:`ResponseReader.eof`)."""
-        if timeout is None:
+        fd = self.fd
+        if fd >= 0 and timeout is None:
+            # Plain TCP: wait for the socket's descriptor (a checkpoint, as receive_some is), then read
+            # it: what SocketStream.receive_some does without its conflict detector, send wrapper and
+            # context manager (half a dozen objects and calls less per read).
+            while True:
+                await trio.lowlevel.wait_readable(fd)
+                try:
+                    data = os.read(fd, _RECEIVE_SIZE)
+                    break
+                except BlockingIOError:  # woken without data after all: wait again
+                    pass
+        elif timeout is None:
             data = await self.stream.receive_some(_RECEIVE_SIZE)
         else:
             with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
@@ -95,7 +109,7 @@ class _Connection:
             if scope.cancelled_caught:
                 raise httpx.ReadTimeout("timed out waiting for the server")
         if data:
-            self.reader.feed(bytes(data))
+            self.reader.feed(data if type(data) is bytes else bytes(data))
             if self.progress is not None:
                 self.progress()
         else:
