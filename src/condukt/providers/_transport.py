@@ -59,6 +59,8 @@ _ACCEPT_ENCODING = (b"Accept-Encoding", b"gzip, deflate")
 #: without a timeout of their own go to the descriptor too (``os.read``,
 #: ``trio.lowlevel.wait_readable`` when there is nothing to read yet).
 _DIRECT_WRITE = os.name == "posix"
+#: The most distinct prepared heads a transport keeps (then it starts over).
+_PREPARED_CACHE = 256
 
 
 class _Connection:
@@ -485,6 +487,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         from .. import __version__  # here: the package is still importing this module at import time
 
         self._user_agent = (b"User-Agent", b"condukt/" + __version__.encode("ascii"))
+        self._prepared: dict[tuple[str, str, tuple[tuple[bytes, bytes], ...]], PreparedRequest] = {}
 
     @property
     def idle_connections(self) -> int:
@@ -566,10 +569,18 @@ class TrioTransport(httpx.AsyncBaseTransport):
         for a scheme other than ``http``/``https`` and ``httpx.LocalProtocolError``
         for a head that cannot be written.
         """
-        origin = self._origin(url)
-        route = self._route(origin)
-        prefix = self._encode_head(method, url, headers, route if origin[0] == b"http" else None)
-        return PreparedRequest(self, method, url, tuple(headers), origin, prefix)
+        pairs = tuple(headers)
+        key = (method, str(url), pairs)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            # Agents of one node send alike heads (same endpoint, same key): encoded once for all.
+            origin = self._origin(url)
+            route = self._route(origin)
+            prefix = self._encode_head(method, url, pairs, route if origin[0] == b"http" else None)
+            if len(self._prepared) >= _PREPARED_CACHE:
+                self._prepared.clear()
+            prepared = self._prepared[key] = PreparedRequest(self, method, url, pairs, origin, prefix)
+        return prepared
 
     async def exchange(
         self,
