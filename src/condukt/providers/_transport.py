@@ -91,6 +91,7 @@ class _Connection:
 
     async def receive(self, timeout: float | None) -> None:
         """Read more bytes into the reader (EOF is passed on as :meth:`ResponseReader.eof`)."""
+        data: bytes | bytearray
         fd = self.fd
         if fd >= 0 and timeout is None:
             # Plain TCP: wait for the socket's descriptor (a checkpoint, as receive_some is), then read

@@ -37,10 +37,11 @@ import heapq
 import itertools
 import json
 import math
+import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, Literal
 
@@ -714,7 +715,7 @@ class ProtocolServer:
         try:
             while True:
                 while not requests.complete:
-                    data = await stream.receive_some(65536)
+                    data = await _receive(stream)
                     if not data:
                         return
                     requests.parser.feed_data(data)
@@ -825,9 +826,9 @@ class ProtocolServer:
         head = _head(200, (("content-type", "text/event-stream"), ("cache-control", "no-cache"), *close, _CHUNKED))
         cut = len(frames) if fault is None else fault.after
         # The head goes with the first frame (as a server flushing its first chunk does).
-        await stream.send_all(head + b"".join(map(_chunk, frames[:1])) if cut else head)
+        await _send(stream, head + b"".join(map(_chunk, frames[:1])) if cut else head)
         for frame in frames[1:cut]:
-            await stream.send_all(_chunk(frame))
+            await _send(stream, _chunk(frame))
         if fault is not None:
             if fault.kind == "drop":
                 return False
@@ -839,16 +840,16 @@ class ProtocolServer:
                 error = in_stream.get(protocol, openai_error)(0, fault.error_type, fault.message)
                 named = protocol in ("anthropic", "responses")  # SSE events with an event name
                 frame = _sse("error", error) if named else b"data: " + _dumps(error) + b"\n\n"
-                await stream.send_all(_chunk(frame))
+                await _send(stream, _chunk(frame))
                 frames = []
             elif fault.kind == "garbage":
-                await stream.send_all(_chunk(b'event: content_block_delta\ndata: {"type": "content_bl\n\n'))
+                await _send(stream, _chunk(b'event: content_block_delta\ndata: {"type": "content_bl\n\n'))
                 frames = []
             elif fault.kind == "gate":
                 await self.gate.wait()
             for frame in frames[cut:]:
-                await stream.send_all(_chunk(frame))
-        await stream.send_all(b"0\r\n\r\n")
+                await _send(stream, _chunk(frame))
+        await _send(stream, b"0\r\n\r\n")
         return True
 
     async def _wait_for_close(self, stream: trio.SocketStream, request: RecordedRequest) -> None:
@@ -873,7 +874,7 @@ class ProtocolServer:
             status,
             (("content-type", content_type), ("content-length", str(len(body))), ("request-id", "req_local"), *headers),
         )
-        await stream.send_all(head + body)
+        await _send(stream, head + body)
         return True
 
 
@@ -926,7 +927,49 @@ _CLOSE = ("connection", "close")
 _CHUNKED = ("transfer-encoding", "chunked")
 
 
-def _head(status: int, headers: Iterable[tuple[str, str]]) -> bytes:
+#: Whether sockets are read and written through their descriptors (POSIX; see :func:`_send`).
+_DIRECT = os.name == "posix"
+
+
+async def _send(stream: trio.abc.Stream, data: bytes) -> None:
+    """``stream.send_all(data)``: on POSIX and plain TCP, first one non-blocking ``os.write`` and a checkpoint.
+
+    What the socket does not take at once goes through ``send_all``. The
+    checkpoint after each write keeps a server's turn-taking between
+    frames (a client reads a stream's events one by one, as from a
+    provider flushing each event), without ``send_all``'s layers.
+    """
+    sent = 0
+    if _DIRECT and type(stream) is trio.SocketStream:
+        try:
+            sent = os.write(stream.socket.fileno(), data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"{type(exc).__name__}: {exc}") from exc
+    if sent < len(data):
+        await stream.send_all(memoryview(data)[sent:] if sent else data)
+    else:
+        await trio.lowlevel.checkpoint()
+
+
+async def _receive(stream: trio.abc.Stream) -> bytes:
+    """``stream.receive_some()``: on POSIX and plain TCP, ``trio.lowlevel.wait_readable`` and ``os.read``."""
+    if not _DIRECT or type(stream) is not trio.SocketStream:  # (a TLS stream, in some tests)
+        return bytes(await stream.receive_some(65536))
+    fd = stream.socket.fileno()
+    while True:
+        await trio.lowlevel.wait_readable(fd)
+        try:
+            return os.read(fd, 65536)
+        except BlockingIOError:  # woken without data after all: wait again
+            pass
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"{type(exc).__name__}: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=256)
+def _head(status: int, headers: tuple[tuple[str, str], ...]) -> bytes:
     """A response head: status line (with the standard reason phrase) and ``headers``."""
     try:
         reason = HTTPStatus(status).phrase
