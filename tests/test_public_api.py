@@ -58,7 +58,9 @@ SUBPACKAGES = {
         "SandboxError", "redact_host_credentials",
     },
     "condukt.agent.lowlevel": {"start_run"},
-    "condukt.providers.lowlevel": {"HttpModel", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"},
+    "condukt.providers.lowlevel": {
+        "HttpModel", "PreparedRequest", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport",
+    },
     "condukt.mcp": {
         "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
         "server_for", "sse", "stdio",

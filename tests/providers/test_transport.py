@@ -247,3 +247,30 @@ async def test_exchange_pools_its_connection_and_closes_one_left_unread(server: 
     await response.aclose()
     assert transport.idle_connections == 0 and transport.active_connections == 0
     await transport.aclose()
+
+
+async def test_a_prepared_head_serves_every_body_and_is_checked_once(server: ProtocolServer) -> None:
+    transport = TrioTransport()
+    url = httpx.URL(server.url + "/v1/chat/completions")
+    headers = [(b"Host", url.netloc), (b"Authorization", b"Bearer k")]
+    prepared = transport.prepare("POST", url, headers)
+    # Alike heads (agents of one node on one endpoint) share one prepared request.
+    assert transport.prepare("POST", httpx.URL(str(url)), list(headers)) is prepared
+    for text in ("one", "a longer second answer"):
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]}).encode()
+        server.add(reply(text))
+        response = await transport.exchange_prepared(prepared, body)
+        assert json.loads(await response.read())["choices"][0]["message"]["content"] == text
+        recorded = server.requests[-1]
+        assert recorded.raw == body and recorded.headers["content-length"] == str(len(body))
+        assert recorded.headers["authorization"] == "Bearer k"
+    assert server.connections == 1
+    with pytest.raises(ValueError, match="another transport"):
+        await TrioTransport().exchange_prepared(prepared, b"{}")
+    with pytest.raises(httpx.LocalProtocolError):
+        transport.prepare("POST", url, [(b"Host", url.netloc), (b"X-Key", b"k\r\nInjected: yes")])
+    with pytest.raises(httpx.UnsupportedProtocol):
+        transport.prepare("POST", httpx.URL("ftp://example.com/"), headers)
+    await transport.aclose()
+    with pytest.raises(httpx.LocalProtocolError):
+        await transport.exchange_prepared(prepared, b"{}")

@@ -15,7 +15,7 @@ by httpx, whose decoders act on ``Content-Encoding``; passing its bytes on
 as the body would hand garbage to the caller). Every refusal is a
 :class:`ProtocolError`.
 
-Requests are written by :func:`encode_request`, in one buffer.
+Requests are written by :func:`encode_request` (or :func:`encode_head`), in one buffer.
 """
 
 from __future__ import annotations
@@ -25,7 +25,15 @@ from collections.abc import Sequence
 
 import httptools
 
-__all__ = ["MAX_HEAD", "MAX_FRAMING", "ProtocolError", "ResponseHead", "ResponseReader", "encode_request"]
+__all__ = [
+    "MAX_FRAMING",
+    "MAX_HEAD",
+    "ProtocolError",
+    "ResponseHead",
+    "ResponseReader",
+    "encode_head",
+    "encode_request",
+]
 
 #: The largest response head (status line and headers) accepted, in bytes.
 MAX_HEAD = 64 * 1024
@@ -44,10 +52,8 @@ class ProtocolError(Exception):
     """The peer broke HTTP/1.1 (or a request could not be written as HTTP/1.1)."""
 
 
-def encode_request(
-    method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]], body: bytes | None
-) -> bytes:
-    """The request's bytes: request line, headers and ``body`` (``None``: the body follows chunked).
+def encode_head(method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """The request line and ``headers``, each line ending in CRLF, without the blank line that ends the head.
 
     Raises :class:`ProtocolError` for a header name that is not a token or a
     value or target holding CR, LF or NUL (no header injection).
@@ -60,7 +66,17 @@ def encode_request(
             raise ProtocolError(f"invalid header {name!r}")
         lines.append(name + b": " + value)
     lines.append(b"")
-    head = b"\r\n".join(lines) + b"\r\n"
+    return b"\r\n".join(lines)
+
+
+def encode_request(
+    method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]], body: bytes | None
+) -> bytes:
+    """The request's bytes: request line, headers and ``body`` (``None``: the body follows chunked).
+
+    Raises :class:`ProtocolError` as :func:`encode_head` does.
+    """
+    head = encode_head(method, target, headers) + b"\r\n"
     return head + body if body else head
 
 

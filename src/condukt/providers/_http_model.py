@@ -13,7 +13,7 @@ import abc
 import logging
 import math
 import os
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -38,7 +38,7 @@ from ._http import DEFAULT_BASE_URLS, NodeHttp, endpoint_name, node_http
 from ._model import Emit, ModelRequest
 from ._retry import RETRY_STATUSES, RetryPolicy, parse_retry_after, retry_policy
 from ._sse import ServerSentEvent, SSEDecoder
-from ._transport import TrioTransport
+from ._transport import PreparedRequest, TrioTransport
 from ._wire import WireError, loads
 
 __all__ = ["HttpModel", "StreamAssembler", "error_details", "error_for_type", "resolve_api_key"]
@@ -307,18 +307,53 @@ class StreamAssembler(abc.ABC):
             await emit(delta)
 
 
-class _Guard:
-    """Passes events on and remembers whether any streamed content was emitted."""
+class _Attempt:
+    """One attempt at a request: its idle deadline, which moves as bytes arrive, and whether it emitted content.
 
-    __slots__ = ("emit", "emitted")
+    One object per attempt, where closures would make a function, its cells
+    and their tuple for each callback (objects the collector walks while
+    the request waits on the network, thousands of times over with
+    thousands of agents). Called, it is the request's ``progress``
+    callback: the deadline moves ``stall`` seconds on (skipped when that
+    is less than 1/1024 of ``stall`` further: trio re-files a moved
+    deadline, about 4 us).
+    """
 
-    def __init__(self, emit: Emit) -> None:
+    __slots__ = ("emit", "emitted", "number", "provider", "scope", "slack", "stall")
+
+    #: The attempt's cancel scope, from :meth:`start` on.
+    scope: trio.CancelScope
+
+    def __init__(self, emit: Emit, number: int, provider: str) -> None:
         self.emit = emit
+        #: Whether content (a delta) was emitted: the attempt can no longer be retried.
         self.emitted = False
+        self.number = number
+        self.provider = provider
+        self.stall = math.inf
+        self.slack = math.inf
 
-    async def __call__(self, event: Event) -> None:
+    def start(self, stall: float) -> trio.CancelScope:
+        """The attempt's cancel scope, its deadline ``stall`` seconds away."""
+        self.stall = stall
+        self.slack = stall / 1024
+        self.scope = scope = trio.CancelScope(deadline=trio.current_time() + stall)
+        return scope
+
+    def __call__(self) -> None:
+        deadline = trio.current_time() + self.stall
+        scope = self.scope
+        if deadline - scope.deadline > self.slack:
+            scope.deadline = deadline
+
+    async def event(self, event: Event) -> None:
+        """Emit a content event (and remember that one was)."""
         self.emitted = True
         await self.emit(event)
+
+    async def resend(self, reason: str) -> None:
+        """The transport sends the request again on a new connection: a :class:`Retry` event says so."""
+        await self.emit(Retry(self.provider, self.number, reason, 0.0))
 
 
 class HttpModel(abc.ABC):
@@ -412,6 +447,7 @@ class HttpModel(abc.ABC):
         request_headers.update(headers or {})
         self._headers = httpx.Headers(request_headers)
         self._raw: list[tuple[bytes, bytes]] | None = None
+        self._prepared: PreparedRequest | None = None
         self._timeout = timeout
         self._timeouts: dict[str, float | None] | None = None
         self._stall = math.inf
@@ -556,7 +592,27 @@ class HttpModel(abc.ABC):
         messages = request.messages
         if not messages or not _has_prompt(messages[-1]):
             raise EmptyPrompt(self.provider, "the prompt is empty: nothing to send to the model")
-        message = await self._complete(self.encode_request(request), emit)
+        body = self.encode_request(request)
+        estimate = len(body) // 4
+        number = 0
+        while True:  # the attempts
+            number += 1
+            attempt = _Attempt(emit, number, self.provider)
+            try:
+                message = await self._attempt(body, estimate, attempt)
+                break
+            except ProviderError as exc:
+                exc.attempts = number
+                delay = None
+                if exc.retryable and not attempt.emitted:
+                    delay = self.retry.delay(number, exc.retry_after)
+                if delay is None:
+                    raise
+                if isinstance(exc, RateLimited):
+                    self.limits.slow_down(delay)
+                logger.info("%s: attempt %d failed (%s); retrying in %.2fs", self.name, number, exc.reason, delay)
+                await emit(Retry(self.provider, number, exc.reason, delay))
+                await trio.sleep(delay)
         if message.stop_reason in _REFUSALS:
             refusal = message.text.strip()
             what = "the model refused to answer"
@@ -569,27 +625,6 @@ class HttpModel(abc.ABC):
                 response=message,
             )
         return message
-
-    async def _complete(self, body: bytes, emit: Emit) -> AssistantMessage:
-        estimate = len(body) // 4
-        attempt = 0
-        while True:
-            attempt += 1
-            guard = _Guard(emit)
-            try:
-                return await self._attempt(body, estimate, guard, attempt)
-            except ProviderError as exc:
-                exc.attempts = attempt
-                delay = None
-                if exc.retryable and not guard.emitted:
-                    delay = self.retry.delay(attempt, exc.retry_after)
-                if delay is None:
-                    raise
-                if isinstance(exc, RateLimited):
-                    self.limits.slow_down(delay)
-                logger.info("%s: attempt %d failed (%s); retrying in %.2fs", self.name, attempt, exc.reason, delay)
-                await emit(Retry(self.provider, attempt, exc.reason, delay))
-                await trio.sleep(delay)
 
     def _request_timeouts(self) -> dict[str, float | None]:
         timeouts = self._timeouts
@@ -617,31 +652,51 @@ class HttpModel(abc.ABC):
                 raw.insert(0, (b"Host", self._url.netloc))
         return raw
 
-    async def _attempt(self, body: bytes, estimate: int, emit: _Guard, attempt: int) -> AssistantMessage:
+    async def _attempt(self, body: bytes, estimate: int, attempt: _Attempt) -> AssistantMessage:
         limits = self.limits
-        borrower = object()
-        await limits.acquire(borrower, estimate)
+        await limits.acquire(attempt, estimate)
         generation = limits.generation
         try:
             timeouts = self._request_timeouts()
-            stall = self._stall
-            # Moving a deadline costs about 4 us (trio re-files it): a move smaller than
-            # 1/1024 of the idle timeout (0.6 s of the default 600 s) is skipped.
-            slack = stall / 1024
-            scope = trio.CancelScope(deadline=trio.current_time() + stall)
-
-            def progress() -> None:
-                deadline = trio.current_time() + stall
-                if deadline - scope.deadline > slack:
-                    scope.deadline = deadline
-
-            async def resend(reason: str) -> None:
-                await emit.emit(Retry(self.provider, attempt, reason, 0.0))
-
             transport = self._services.transport if self._http_client is None else None
-            with scope:
+            with attempt.start(self._stall) as scope:
                 if isinstance(transport, TrioTransport):
-                    message = await self._exchange_raw(transport, body, timeouts, progress, resend, emit)
+                    # The node's own transport: no httpx request and response objects (about 45 us
+                    # a request, and a dozen objects for the garbage collector), the head encoded
+                    # once per model; an error status or an encoded body still goes through
+                    # ``httpx.Response``.
+                    try:
+                        prepared = self._prepared
+                        if prepared is None or prepared.transport is not transport:
+                            prepared = self._prepared = transport.prepare("POST", self._url, self._raw_headers())
+                        response = await transport.exchange_prepared(
+                            prepared, body, timeouts=timeouts, progress=attempt, resend=attempt.resend
+                        )
+                    except httpx.TimeoutException as exc:
+                        raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
+                    except httpx.HTTPError as exc:
+                        raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
+                    try:
+                        if response.status_code >= 400 or response.header(b"content-encoding") is not None:
+                            message = await self._handle(response.to_httpx(), attempt)
+                        elif self.stream and (response.header(b"content-type") or b"").startswith(
+                            b"text/event-stream"
+                        ):
+                            message = await self._read_events(response.stream, attempt)
+                        else:
+                            try:
+                                content = await response.read()
+                            except httpx.TimeoutException as exc:
+                                raise ProviderUnavailable(
+                                    self.provider, f"timed out reading the response: {exc}"
+                                ) from None
+                            except httpx.HTTPError as exc:
+                                raise ProviderUnavailable(
+                                    self.provider, f"connection lost reading the response: {exc}"
+                                ) from None
+                            message = await self._decode_body(content, attempt)
+                    finally:
+                        await response.aclose()
                 else:
                     # The headers httpx would add (Host, Content-Length) are added here, and the body
                     # given as a stream: half the cost of ``content=body`` (which re-checks every header).
@@ -650,12 +705,12 @@ class HttpModel(abc.ABC):
                         self._url,
                         headers=[*self._raw_headers(), (b"Content-Length", b"%d" % len(body))],
                         stream=httpx.ByteStream(body),
-                        extensions={"timeout": timeouts, "condukt.progress": progress, "condukt.resend": resend},
+                        extensions={"timeout": timeouts, "condukt.progress": attempt, "condukt.resend": attempt.resend},
                     )
                     request.read()
-                    message = await self._exchange(request, emit)
+                    message = await self._exchange(request, attempt)
             if scope.cancelled_caught:
-                raise (StreamError if emit.emitted else ProviderUnavailable)(
+                raise (StreamError if attempt.emitted else ProviderUnavailable)(
                     self.provider, f"no data from the server for {self._stall:g}s"
                 )
         except ProviderError as exc:
@@ -663,7 +718,7 @@ class HttpModel(abc.ABC):
                 limits.overloaded(generation)
             raise
         finally:
-            limits.release(borrower)
+            limits.release(attempt)
         limits.charge(message.usage.input_tokens + message.usage.output_tokens, estimate)
         limits.succeeded()
         return message
@@ -678,42 +733,7 @@ class HttpModel(abc.ABC):
         response.request = request
         return response
 
-    async def _exchange_raw(
-        self,
-        transport: TrioTransport,
-        body: bytes,
-        timeouts: dict[str, float | None],
-        progress: Callable[[], object],
-        resend: Callable[[str], Awaitable[object]],
-        emit: _Guard,
-    ) -> AssistantMessage:
-        """:meth:`_exchange` on the node's own :class:`TrioTransport`, without httpx's request and response
-        objects (:meth:`TrioTransport.exchange`: about 45 us less a request, and fewer objects for the
-        garbage collector); an error status or an encoded body still goes through ``httpx.Response``."""
-        try:
-            response = await transport.exchange(
-                "POST", self._url, self._raw_headers(), body, timeouts=timeouts, progress=progress, resend=resend
-            )
-        except httpx.TimeoutException as exc:
-            raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
-        except httpx.HTTPError as exc:
-            raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
-        try:
-            if response.status_code >= 400 or response.header(b"content-encoding") is not None:
-                return await self._handle(response.to_httpx(), emit)
-            if self.stream and (response.header(b"content-type") or b"").startswith(b"text/event-stream"):
-                return await self._read_events(response.stream, emit)
-            try:
-                content = await response.read()
-            except httpx.TimeoutException as exc:
-                raise ProviderUnavailable(self.provider, f"timed out reading the response: {exc}") from None
-            except httpx.HTTPError as exc:
-                raise ProviderUnavailable(self.provider, f"connection lost reading the response: {exc}") from None
-            return await self._decode_body(content, emit)
-        finally:
-            await response.aclose()
-
-    async def _exchange(self, request: httpx.Request, emit: _Guard) -> AssistantMessage:
+    async def _exchange(self, request: httpx.Request, attempt: _Attempt) -> AssistantMessage:
         try:
             response = await self._send(request)
         except httpx.TimeoutException as exc:
@@ -721,38 +741,38 @@ class HttpModel(abc.ABC):
         except httpx.HTTPError as exc:
             raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
         try:
-            return await self._handle(response, emit)
+            return await self._handle(response, attempt)
         finally:
             await response.aclose()
 
-    async def _handle(self, response: httpx.Response, emit: _Guard) -> AssistantMessage:
+    async def _handle(self, response: httpx.Response, attempt: _Attempt) -> AssistantMessage:
         if response.status_code >= 400:
             raise await self._status_error(response)
         if self.stream and response.headers.get("content-type", "").startswith("text/event-stream"):
             # Without a content encoding the body needs no decoding: read the
             # stream itself rather than through two layers of async generators.
             chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.stream
-            return await self._read_events(chunks, emit)  # type: ignore[arg-type]
+            return await self._read_events(chunks, attempt)  # type: ignore[arg-type]
         try:
             await response.aread()
         except httpx.TimeoutException as exc:
             raise ProviderUnavailable(self.provider, f"timed out reading the response: {exc}") from None
         except httpx.HTTPError as exc:
             raise ProviderUnavailable(self.provider, f"connection lost reading the response: {exc}") from None
-        return await self._decode_body(response.content, emit)
+        return await self._decode_body(response.content, attempt)
 
-    async def _decode_body(self, content: bytes, emit: _Guard) -> AssistantMessage:
+    async def _decode_body(self, content: bytes, attempt: _Attempt) -> AssistantMessage:
         message = self.decode_response(content)
         if self.stream:
             # The server ignored "stream": still give the reader its deltas.
             for block in message.content:
                 if type(block) is ThinkingBlock and block.thinking:
-                    await emit(ThinkingDelta(block.thinking))
+                    await attempt.event(ThinkingDelta(block.thinking))
                 elif type(block) is TextBlock and block.text:
-                    await emit(TextDelta(block.text))
+                    await attempt.event(TextDelta(block.text))
         return message
 
-    async def _read_events(self, chunks: AsyncIterable[bytes], emit: _Guard) -> AssistantMessage:
+    async def _read_events(self, chunks: AsyncIterable[bytes], attempt: _Attempt) -> AssistantMessage:
         decoder = SSEDecoder()
         assembler = self.stream_assembler()
         try:
@@ -760,7 +780,7 @@ class HttpModel(abc.ABC):
             async for chunk in chunks:
                 for event in decoder.feed(chunk):
                     for delta in self.decode_event(assembler, event):
-                        await emit(delta)
+                        await attempt.event(delta)
         except httpx.TimeoutException as exc:
             raise StreamError(self.provider, f"stream stalled: {exc}") from None
         except httpx.HTTPError as exc:

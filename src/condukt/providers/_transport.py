@@ -29,6 +29,7 @@ another transport (:func:`condukt.providers.configure_http`) if you need them.
 from __future__ import annotations
 
 import logging
+import os
 import select
 import ssl
 from collections import deque
@@ -38,26 +39,40 @@ from typing import Any
 import httpx
 import trio
 
-from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_request
+from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_head, encode_request
 from ._proxy import Proxy, ProxyMap
 
-__all__ = ["RawResponse", "TrioTransport"]
+__all__ = ["PreparedRequest", "RawResponse", "TrioTransport"]
 
 logger = logging.getLogger("condukt.providers")
 
 _Origin = tuple[bytes, str, int]
 _RECEIVE_SIZE = 65536
 _ACCEPT_ENCODING = (b"Accept-Encoding", b"gzip, deflate")
+#: Whether a request on a plain TCP connection is first written with one
+#: non-blocking ``os.write`` on its socket (POSIX, where a socket is a file
+#: descriptor): a request that fits in the socket's buffer, as a model API
+#: request does, then costs no trio ``send_all`` (its conflict detector,
+#: memoryview loop, send wrapper and closing checkpoint) and no cancel scope
+#: for the write timeout (nothing waits). The rest of a request the socket
+#: did not take goes through ``send_all``, under the write timeout. Reads
+#: without a timeout of their own go to the descriptor too (``os.read``,
+#: ``trio.lowlevel.wait_readable`` when there is nothing to read yet).
+_DIRECT_WRITE = os.name == "posix"
+#: The most distinct prepared heads a transport keeps (then it starts over).
+_PREPARED_CACHE = 256
 
 
 class _Connection:
     """One HTTP/1.1 connection: a trio stream and its response reader."""
 
-    __slots__ = ("idle_since", "origin", "progress", "reader", "stream", "via")
+    __slots__ = ("fd", "idle_since", "origin", "progress", "reader", "stream", "via")
 
     def __init__(self, origin: _Origin, stream: trio.abc.Stream, via: Proxy | None = None) -> None:
         self.origin = origin
         self.stream = stream
+        #: The socket's descriptor when requests may be written to it directly (see ``_DIRECT_WRITE``), else -1.
+        self.fd = stream.socket.fileno() if _DIRECT_WRITE and type(stream) is trio.SocketStream else -1
         #: The forward proxy this plain-HTTP connection goes to (requests then use the absolute form).
         self.via = via
         self.reader = ResponseReader()
@@ -76,7 +91,20 @@ class _Connection:
 
     async def receive(self, timeout: float | None) -> None:
         """Read more bytes into the reader (EOF is passed on as :meth:`ResponseReader.eof`)."""
-        if timeout is None:
+        data: bytes | bytearray
+        fd = self.fd
+        if fd >= 0 and timeout is None:
+            # Plain TCP: wait for the socket's descriptor (a checkpoint, as receive_some is), then read
+            # it: what SocketStream.receive_some does without its conflict detector, send wrapper and
+            # context manager (half a dozen objects and calls less per read).
+            while True:
+                await trio.lowlevel.wait_readable(fd)
+                try:
+                    data = os.read(fd, _RECEIVE_SIZE)
+                    break
+                except BlockingIOError:  # woken without data after all: wait again
+                    pass
+        elif timeout is None:
             data = await self.stream.receive_some(_RECEIVE_SIZE)
         else:
             with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
@@ -84,7 +112,7 @@ class _Connection:
             if scope.cancelled_caught:
                 raise httpx.ReadTimeout("timed out waiting for the server")
         if data:
-            self.reader.feed(bytes(data))
+            self.reader.feed(data if type(data) is bytes else bytes(data))
             if self.progress is not None:
                 self.progress()
         else:
@@ -130,6 +158,16 @@ def _peer_closed(sock: trio.socket.SocketType) -> bool:
         return True  # a descriptor the probe cannot look at: do not trust the connection
 
 
+def _write_now(fd: int, data: bytes) -> int:
+    """Write what the socket takes at once, without waiting: the number of bytes written."""
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        raise httpx.WriteError(_describe(exc)) from exc
+
+
 def _close_now(stream: trio.abc.Stream) -> None:
     sock = _socket_of(stream)
     if sock is not None:
@@ -164,13 +202,42 @@ class _ResponseStream(httpx.AsyncByteStream):
                 if not self._done:
                     await conn.receive(self._read_timeout)
         except BaseException as exc:
-            if not self._done:
-                self._done = True
-                self._transport._discard(conn)
-            if isinstance(exc, (httpx.HTTPError, trio.Cancelled)) or not isinstance(exc, Exception):
+            error = self._failed(exc)
+            if error is exc:
                 raise
-            raise _translate(exc) from None
+            raise error from None
         raise StopAsyncIteration
+
+    async def read_all(self) -> bytes:
+        """The rest of the body at once (what iterating and joining gives, without the iteration protocol)."""
+        conn = self._conn
+        reader = conn.reader
+        pieces: list[bytes] = []
+        try:
+            while not self._done:
+                data = reader.body()
+                if reader.done:
+                    self._done = True
+                    self._transport._release(conn)
+                if data:
+                    pieces.append(data)
+                if not self._done:
+                    await conn.receive(self._read_timeout)
+        except BaseException as exc:
+            error = self._failed(exc)
+            if error is exc:
+                raise
+            raise error from None
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _failed(self, exc: BaseException) -> BaseException:
+        """Reading failed with ``exc``: close the connection; what to raise (``exc``, or its ``httpx`` error)."""
+        if not self._done:
+            self._done = True
+            self._transport._discard(self._conn)
+        if isinstance(exc, (httpx.HTTPError, trio.Cancelled)) or not isinstance(exc, Exception):
+            return exc
+        return _translate(exc)
 
     async def aclose(self) -> None:
         if not self._done:
@@ -178,6 +245,32 @@ class _ResponseStream(httpx.AsyncByteStream):
             self._done = True
             self._transport._discard(self._conn)
         await trio.lowlevel.checkpoint_if_cancelled()
+
+
+class PreparedRequest:
+    """A request's method, URL and headers as :meth:`TrioTransport.prepare` checked and encoded them.
+
+    Opaque: give it to :meth:`TrioTransport.exchange_prepared` of the
+    transport that made it, as often as you like.
+    """
+
+    __slots__ = ("headers", "method", "origin", "prefix", "transport", "url")
+
+    def __init__(
+        self,
+        transport: TrioTransport,
+        method: str,
+        url: httpx.URL,
+        headers: tuple[tuple[bytes, bytes], ...],
+        origin: _Origin,
+        prefix: bytes,
+    ) -> None:
+        self.transport = transport
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.origin = origin
+        self.prefix = prefix
 
 
 class RawResponse:
@@ -219,7 +312,10 @@ class RawResponse:
 
         Cancelled before the end, it closes the connection (the rest of its body cannot be skipped).
         """
-        chunks = [chunk async for chunk in self.stream]
+        stream = self.stream
+        if type(stream) is _ResponseStream:
+            return await stream.read_all()
+        chunks = [chunk async for chunk in stream]
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def aclose(self) -> None:
@@ -261,7 +357,7 @@ def _describe(exc: BaseException) -> str:
     return ", caused by ".join(parts)
 
 
-async def _send_all(stream: trio.abc.Stream, data: bytes, timeout: float | None) -> None:
+async def _send_all(stream: trio.abc.Stream, data: bytes | memoryview, timeout: float | None) -> None:
     if timeout is None:
         await stream.send_all(data)
         return
@@ -392,6 +488,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         from .. import __version__  # here: the package is still importing this module at import time
 
         self._user_agent = (b"User-Agent", b"condukt/" + __version__.encode("ascii"))
+        self._prepared: dict[tuple[str, str, tuple[tuple[bytes, bytes], ...]], PreparedRequest] = {}
 
     @property
     def idle_connections(self) -> int:
@@ -420,6 +517,8 @@ class TrioTransport(httpx.AsyncBaseTransport):
         while it waits for a free connection), it closes the request's
         connection and frees its slot before ``trio.Cancelled`` propagates.
         """
+        if self._closed:
+            raise httpx.LocalProtocolError("the transport is closed")
         stream = request.stream
         request_headers = request.headers
         headers: Sequence[tuple[bytes, bytes]] = request_headers.raw
@@ -432,13 +531,20 @@ class TrioTransport(httpx.AsyncBaseTransport):
             if chunked and "transfer-encoding" not in request_headers:
                 # httpx says chunked itself for a streamed body; a request built otherwise may not.
                 headers = [*headers, (b"Transfer-Encoding", b"chunked")]
+        url = request.url
+        origin = self._origin(url)
+        route = self._route(origin)
+        method = request.method
+        # Plain HTTP through a proxy goes to it in the absolute form (HTTPS tunnels through it).
+        head = self._encode_head(method, url, headers, route if origin[0] == b"http" else None) + b"\r\n"
         extensions = request.extensions
         timeouts = _timeouts(request)
-        conn, head = await self._round_trip(
-            request.method,
-            request.url,
+        conn, response_head = await self._round_trip(
+            method,
+            origin,
             headers,
-            body,
+            head + body if body else head,
+            body is not None,
             timeouts,
             extensions.get("condukt.progress"),
             extensions.get("condukt.resend"),
@@ -446,11 +552,36 @@ class TrioTransport(httpx.AsyncBaseTransport):
             chunked,
         )
         return httpx.Response(
-            head.status_code,
-            headers=head.headers,
+            response_head.status_code,
+            headers=response_head.headers,
             stream=_ResponseStream(self, conn, timeouts.get("read")),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": response_head.reason},
         )
+
+    def prepare(self, method: str, url: httpx.URL, headers: Sequence[tuple[bytes, bytes]]) -> PreparedRequest:
+        """``method``, ``url`` and ``headers`` checked and encoded once, for :meth:`exchange_prepared`.
+
+        For a caller that sends many requests differing only in their body
+        (a model API client): the head is validated (no CR, LF or NUL in
+        values, token names) and serialised here, once, rather than per
+        request. ``headers`` go out as given (they should hold ``Host``),
+        followed by ``User-Agent`` / ``Accept-Encoding`` when missing, and
+        each request's ``Content-Length``. Raises ``httpx.UnsupportedProtocol``
+        for a scheme other than ``http``/``https`` and ``httpx.LocalProtocolError``
+        for a head that cannot be written.
+        """
+        pairs = tuple(headers)
+        key = (method, str(url), pairs)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            # Agents of one node send alike heads (same endpoint, same key): encoded once for all.
+            origin = self._origin(url)
+            route = self._route(origin)
+            prefix = self._encode_head(method, url, pairs, route if origin[0] == b"http" else None)
+            if len(self._prepared) >= _PREPARED_CACHE:
+                self._prepared.clear()
+            prepared = self._prepared[key] = PreparedRequest(self, method, url, pairs, origin, prefix)
+        return prepared
 
     async def exchange(
         self,
@@ -471,39 +602,74 @@ class TrioTransport(httpx.AsyncBaseTransport):
         requests, and httpx's request and response objects cost about 45 us
         a request, a tenth of an agent run's client CPU (measured in
         ``benchmarks/providers_openai.py``). ``headers`` go out as given (they
-        should hold ``Host``), followed by ``Content-Length``, and
-        ``User-Agent`` / ``Accept-Encoding`` when missing. ``timeouts``,
-        ``progress`` and ``resend`` are what the ``timeout``,
-        ``condukt.progress`` and ``condukt.resend`` request extensions are to
+        should hold ``Host``), followed by ``User-Agent`` / ``Accept-Encoding``
+        when missing, and ``Content-Length``. ``timeouts``, ``progress`` and
+        ``resend`` are what the ``timeout``, ``condukt.progress`` and
+        ``condukt.resend`` request extensions are to
         :meth:`handle_async_request`. The caller reads or closes the
-        returned :class:`RawResponse`.
+        returned :class:`RawResponse`. :meth:`prepare` and
+        :meth:`exchange_prepared` do the same with the head encoded once.
         """
-        headers = [*headers, (b"Content-Length", b"%d" % len(body))]
+        if self._closed:
+            raise httpx.LocalProtocolError("the transport is closed")
+        prepared = self.prepare(method, url, headers)
+        return await self.exchange_prepared(prepared, body, timeouts=timeouts, progress=progress, resend=resend)
+
+    async def exchange_prepared(
+        self,
+        prepared: PreparedRequest,
+        body: bytes,
+        *,
+        timeouts: dict[str, float | None] | None = None,
+        progress: Callable[[], object] | None = None,
+        resend: Callable[[str], Awaitable[object]] | None = None,
+    ) -> RawResponse:
+        """:meth:`exchange` for a head :meth:`prepare` encoded (by this transport: ``ValueError`` otherwise).
+
+        Raises what :meth:`exchange` raises; cancelled at any point, it closes the request's connection
+        and frees its slot before ``trio.Cancelled`` propagates.
+        """
+        if prepared.transport is not self:
+            raise ValueError("the request was prepared by another transport")
+        if self._closed:
+            raise httpx.LocalProtocolError("the transport is closed")
         if timeouts is None:
             timeouts = {}
-        conn, head = await self._round_trip(method, url, headers, body, timeouts, progress, resend)
+        conn, head = await self._round_trip(
+            prepared.method,
+            prepared.origin,
+            prepared.headers,
+            b"%sContent-Length: %d\r\n\r\n%s" % (prepared.prefix, len(body), body),
+            True,
+            timeouts,
+            progress,
+            resend,
+        )
         return RawResponse(head, _ResponseStream(self, conn, timeouts.get("read")))
+
+    def _origin(self, url: httpx.URL) -> _Origin:
+        scheme = url.raw_scheme
+        if scheme not in (b"http", b"https"):
+            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
+        return (scheme, url.host, url.port or (443 if scheme == b"https" else 80))
 
     async def _round_trip(
         self,
         method: str,
-        url: httpx.URL,
+        origin: _Origin,
         headers: Sequence[tuple[bytes, bytes]],
-        body: bytes | None,
+        data: bytes,
+        replayable: bool,
         timeouts: dict[str, float | None],
         progress: Callable[[], object] | None,
         resend: Callable[[str], Awaitable[object]] | None,
         body_stream: AsyncIterable[bytes] | None = None,
         chunked: bool = False,
     ) -> tuple[_Connection, ResponseHead]:
-        """Send one request (``body`` in memory, or ``None`` and ``body_stream``) and read its response head."""
-        if self._closed:
-            raise httpx.LocalProtocolError("the transport is closed")
-        scheme = url.raw_scheme
-        if scheme not in (b"http", b"https"):
-            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
-        port = url.port or (443 if scheme == b"https" else 80)
-        origin: _Origin = (scheme, url.host, port)
+        """Send one request (``data``: its head and in-memory body; then ``body_stream``) and read its response head.
+
+        ``replayable``: the whole body is in ``data`` (the request may be sent again on a new connection).
+        """
         slots = self._slots
         if slots is not None:
             try:
@@ -512,25 +678,37 @@ class TrioTransport(httpx.AsyncBaseTransport):
             except trio.WouldBlock:
                 await _wait_for_slot(slots, timeouts.get("pool"))
         conn: _Connection | None = None
+        head_request = method == "HEAD"
         try:
-            route = self._route(origin)
-            # Plain HTTP through a proxy goes to it in the absolute form (HTTPS tunnels through it).
-            data = self._encode(method, url, headers, body, route if scheme == b"http" else None)
             while True:
                 conn = self._reuse(origin)
                 reused = conn is not None
                 if conn is None:
-                    conn = await self._connect(origin, timeouts.get("connect"), route)
+                    conn = await self._connect(origin, timeouts.get("connect"), self._route(origin))
                 self._active.add(conn)
                 conn.progress = progress
                 try:
-                    await self._send(conn, data, body_stream, chunked, timeouts.get("write"))
-                    head = await self._receive_head(conn, timeouts.get("read"), method == "HEAD")
+                    fd = conn.fd
+                    if fd >= 0 and body_stream is None:
+                        sent = _write_now(fd, data)
+                        if sent < len(data):
+                            await self._send(conn, memoryview(data)[sent:], None, False, timeouts.get("write"))
+                    else:
+                        await self._send(conn, data, body_stream, chunked, timeouts.get("write"))
+                    reader = conn.reader
+                    read_timeout = timeouts.get("read")
+                    try:
+                        while (head := reader.head(head_request)) is None:
+                            await conn.receive(read_timeout)
+                    except ProtocolError as exc:
+                        raise httpx.RemoteProtocolError(str(exc) or "malformed response from the server") from None
+                    except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+                        raise httpx.ReadError(_describe(exc)) from exc
                     break
                 except (httpx.WriteError, httpx.ReadError, httpx.RemoteProtocolError) as exc:
                     # A kept-alive connection the server closed just as it was reused.
                     started = conn.reader.started
-                    reason = _resend_reason(method, headers, body is not None, exc) if reused and not started else None
+                    reason = _resend_reason(method, headers, replayable, exc) if reused and not started else None
                     if reason is None:
                         if reused and not started:
                             raise type(exc)(
@@ -540,7 +718,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
                         raise
                     self._forget(conn)
                     conn = None
-                    logger.info("%s %s: %s", method, url.host, reason)
+                    logger.info("%s %s: %s", method, origin[1], reason)
                     if resend is not None:
                         await resend(reason)
         except BaseException as exc:
@@ -612,15 +790,14 @@ class TrioTransport(httpx.AsyncBaseTransport):
             raise httpx.ProxyError(f"cannot connect to {where}: the proxy's answer is malformed: {exc}") from None
         return _Connection(origin, stream)
 
-    def _encode(
+    def _encode_head(
         self,
         method: str,
         url: httpx.URL,
         headers: Sequence[tuple[bytes, bytes]],
-        body: bytes | None,
         via: Proxy | None = None,
     ) -> bytes:
-        """The request's head, and its body when in memory, as one buffer (``via``: to a forward proxy)."""
+        """The request line and header lines (without the blank line ending the head; ``via``: to a forward proxy)."""
         target = url.raw_path
         agent = encoding = False
         for name, _ in headers:
@@ -637,14 +814,14 @@ class TrioTransport(httpx.AsyncBaseTransport):
             target = url.raw_scheme + b"://" + url.netloc + target
             headers = [*headers, *via.headers]
         try:
-            return encode_request(method.encode("ascii"), target, headers, body)
+            return encode_head(method.encode("ascii"), target, headers)
         except ProtocolError as exc:
             raise httpx.LocalProtocolError(str(exc)) from None
 
     async def _send(
         self,
         conn: _Connection,
-        data: bytes,
+        data: bytes | memoryview,
         body_stream: AsyncIterable[bytes] | None,
         chunked: bool,
         timeout: float | None,
@@ -670,19 +847,6 @@ class TrioTransport(httpx.AsyncBaseTransport):
                 await _send_all(conn.stream, chunk, timeout)
         if chunked:
             await _send_all(conn.stream, b"0\r\n\r\n", timeout)
-
-    async def _receive_head(self, conn: _Connection, timeout: float | None, head_request: bool) -> ResponseHead:
-        reader = conn.reader
-        while True:
-            try:
-                head = reader.head(head_request)
-                if head is not None:
-                    return head
-                await conn.receive(timeout)
-            except ProtocolError as exc:
-                raise httpx.RemoteProtocolError(str(exc) or "malformed response from the server") from None
-            except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-                raise httpx.ReadError(_describe(exc)) from exc
 
     def _release(self, conn: _Connection) -> None:
         """A response was read to its end: keep the connection if it can be reused."""

@@ -6,11 +6,21 @@ module per protocol, as :mod:`condukt.providers.anthropic` and
 :class:`SSEDecoder` into :class:`ServerSentEvent`\\ s and builds the
 response with a :class:`StreamAssembler`. :class:`TrioTransport` is the
 HTTP/1.1 transport the node's shared ``httpx.AsyncClient`` uses; its
-:meth:`~TrioTransport.exchange` returns a :class:`RawResponse` (no httpx objects).
+:meth:`~TrioTransport.exchange` returns a :class:`RawResponse` (no httpx objects),
+and :meth:`~TrioTransport.exchange_prepared` does so for a head encoded once
+(a :class:`PreparedRequest`).
 """
 
 from ._http_model import HttpModel, StreamAssembler
 from ._sse import ServerSentEvent, SSEDecoder
-from ._transport import RawResponse, TrioTransport
+from ._transport import PreparedRequest, RawResponse, TrioTransport
 
-__all__ = ["HttpModel", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport"]
+__all__ = [
+    "HttpModel",
+    "PreparedRequest",
+    "RawResponse",
+    "SSEDecoder",
+    "ServerSentEvent",
+    "StreamAssembler",
+    "TrioTransport",
+]

@@ -1,11 +1,12 @@
 """A local HTTP/1.1 server speaking the Anthropic Messages, OpenAI Chat Completions and Gemini wire formats.
 
 For your own tests of agents on real providers' wire formats, without a
-network: ``from condukt.testing.server import ProtocolServer, reply, Status``
-(it needs h11: ``pip install 'condukt[testing]'``; httpx already brings it).
+network: ``from condukt.testing.server import ProtocolServer, reply, Status``.
 condukt's own provider tests run on it.
 
-Real sockets on 127.0.0.1, h11 for HTTP. Each request takes the next step of
+Real sockets on 127.0.0.1, HTTP/1.1 read by httptools (llhttp, a core
+dependency), kept alive unless the client asks to close, streams sent
+chunked, one chunk per event. Each request takes the next step of
 ``server.script`` (or ``server.responder(request)`` once the script is
 empty) and renders it in the protocol of the path it came to
 (``.../v1/messages``, ``.../chat/completions``, OpenAI's ``.../responses``
@@ -32,16 +33,20 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import heapq
 import itertools
 import json
+import math
+import os
 import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any, Literal
 
 import attrs
-import h11
+import httptools
 import trio
 
 __all__ = [
@@ -684,6 +689,7 @@ class ProtocolServer:
         self.gemini_call_ids = True
         #: When set, Anthropic requests' usage reports what this simulated prompt cache read and wrote.
         self.prompt_cache: PromptCache | None = None
+        self._timer = _Timer()
 
     def add(self, *steps: Step) -> None:
         """Queue responses, in order."""
@@ -697,6 +703,7 @@ class ProtocolServer:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on an ephemeral port of 127.0.0.1 until cancelled."""
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._timer.run)
             listeners = await nursery.start(functools.partial(trio.serve_tcp, self._connection, 0, host="127.0.0.1"))
             self.port = listeners[0].socket.getsockname()[1]
             task_status.started(self)
@@ -704,49 +711,35 @@ class ProtocolServer:
     async def _connection(self, stream: trio.SocketStream) -> None:
         self.connections += 1
         self.open_connections += 1
-        conn = h11.Connection(h11.SERVER)
+        requests = _Requests()
         try:
             while True:
-                request = await self._read_request(conn, stream)
-                if request is None:
+                while not requests.complete:
+                    data = await _receive(stream)
+                    if not data:
+                        return
+                    requests.parser.feed_data(data)
+                method, target, headers, raw, keep_alive = requests.complete.popleft()
+                request = self._record(method, target, headers, raw)
+                if not await self._respond(stream, request, keep_alive):
                     return
-                if not await self._respond(conn, stream, request):
+                if not keep_alive:
                     return
-                if conn.our_state is h11.MUST_CLOSE:
-                    return
-                conn.start_next_cycle()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
+        except (
+            trio.BrokenResourceError, trio.ClosedResourceError,
+            httptools.HttpParserError, httptools.HttpParserUpgrade,
+        ):
             pass
         finally:
             self.open_connections -= 1
             await trio.aclose_forcefully(stream)
 
-    async def _next(self, conn: h11.Connection, stream: trio.SocketStream) -> Any:
-        while True:
-            event = conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            conn.receive_data(await stream.receive_some(65536))
-
-    async def _read_request(self, conn: h11.Connection, stream: trio.SocketStream) -> RecordedRequest | None:
-        event = await self._next(conn, stream)
-        if type(event) is not h11.Request:
-            return None
-        chunks = []
-        while True:
-            part = await self._next(conn, stream)
-            if type(part) is h11.Data:
-                chunks.append(bytes(part.data))
-            elif type(part) is h11.EndOfMessage:
-                break
-            else:
-                return None
-        raw = b"".join(chunks)
+    def _record(self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], raw: bytes) -> RecordedRequest:
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        path = event.target.decode()
+        path = target.decode()
         route = path.partition("?")[0]
         if route.endswith("/v1/messages"):
             protocol = "anthropic"
@@ -759,9 +752,9 @@ class ProtocolServer:
         else:
             protocol = "?"
         recorded = RecordedRequest(
-            event.method.decode(),
+            method.decode(),
             path,
-            {k.decode().lower(): v.decode() for k, v in event.headers},
+            {k.decode().lower(): v.decode() for k, v in headers},
             raw,
             body,
             time.monotonic(),
@@ -771,12 +764,13 @@ class ProtocolServer:
             self.requests.append(recorded)
         return recorded
 
-    async def _respond(self, conn: h11.Connection, stream: trio.SocketStream, request: RecordedRequest) -> bool:
+    async def _respond(self, stream: trio.SocketStream, request: RecordedRequest, keep_alive: bool = True) -> bool:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        close = () if keep_alive else (_CLOSE,)
         try:
             if request.protocol == "?":
-                return await self._send_body(conn, stream, 404, b'{"error":{"message":"no such endpoint"}}')
+                return await self._send_body(stream, 404, b'{"error":{"message":"no such endpoint"}}', close)
             if self.script:
                 step: Any = self.script.popleft()
             elif self.responder is not None:
@@ -788,13 +782,13 @@ class ProtocolServer:
                 delay += step.delay
                 step = step.step
             if delay:
-                await trio.sleep(delay)
-            return await self._render(conn, stream, request, step)
+                await self._timer.sleep(delay)
+            return await self._render(stream, request, step, close)
         finally:
             self.in_flight -= 1
 
     async def _render(
-        self, conn: h11.Connection, stream: trio.SocketStream, request: RecordedRequest, step: Any
+        self, stream: trio.SocketStream, request: RecordedRequest, step: Any, close: tuple[tuple[str, str], ...] = ()
     ) -> bool:
         protocol = request.protocol
         anthropic = protocol == "anthropic"
@@ -805,11 +799,11 @@ class ProtocolServer:
         if isinstance(step, Status):
             errors = {"anthropic": anthropic_error, "gemini": gemini_error}.get(protocol, openai_error)
             body = errors(step.code, step.error_type, step.message)
-            return await self._send_body(conn, stream, step.code, _dumps(body), headers=step.headers)
+            return await self._send_body(stream, step.code, _dumps(body), (*step.headers, *close))
         if isinstance(step, Malformed):
-            return await self._send_body(conn, stream, 200, step.body)
+            return await self._send_body(stream, 200, step.body, close)
         if isinstance(step, Raw):
-            return await self._send_body(conn, stream, step.status, step.body, content_type=step.content_type)
+            return await self._send_body(stream, step.status, step.body, close, content_type=step.content_type)
         fault = step if isinstance(step, Fault) else None
         answer: Reply = fault.reply if fault else step
         if anthropic and self.prompt_cache is not None:
@@ -822,24 +816,19 @@ class ProtocolServer:
                 body = responses_body(answer, model)
             else:
                 body = anthropic_body(answer, model) if anthropic else openai_body(answer, model)
-            return await self._send_body(conn, stream, 200, _dumps(body))
+            return await self._send_body(stream, 200, _dumps(body), close)
         if protocol == "gemini":
             frames = gemini_frames(answer, model, ids=ids)
         elif protocol == "responses":
             frames = responses_frames(answer, model)
         else:
             frames = anthropic_frames(answer, model) if anthropic else openai_frames(answer, model)
-        await self._send(
-            stream,
-            conn.send(
-                h11.Response(
-                    status_code=200, headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")]
-                )
-            ),
-        )
+        head = _head(200, (("content-type", "text/event-stream"), ("cache-control", "no-cache"), *close, _CHUNKED))
         cut = len(frames) if fault is None else fault.after
-        for frame in frames[:cut]:
-            await self._send(stream, conn.send(h11.Data(data=frame)))
+        # The head goes with the first frame (as a server flushing its first chunk does).
+        await _send(stream, head + b"".join(map(_chunk, frames[:1])) if cut else head)
+        for frame in frames[1:cut]:
+            await _send(stream, _chunk(frame))
         if fault is not None:
             if fault.kind == "drop":
                 return False
@@ -851,18 +840,16 @@ class ProtocolServer:
                 error = in_stream.get(protocol, openai_error)(0, fault.error_type, fault.message)
                 named = protocol in ("anthropic", "responses")  # SSE events with an event name
                 frame = _sse("error", error) if named else b"data: " + _dumps(error) + b"\n\n"
-                await self._send(stream, conn.send(h11.Data(data=frame)))
+                await _send(stream, _chunk(frame))
                 frames = []
             elif fault.kind == "garbage":
-                await self._send(
-                    stream, conn.send(h11.Data(data=b'event: content_block_delta\ndata: {"type": "content_bl\n\n'))
-                )
+                await _send(stream, _chunk(b'event: content_block_delta\ndata: {"type": "content_bl\n\n'))
                 frames = []
             elif fault.kind == "gate":
                 await self.gate.wait()
             for frame in frames[cut:]:
-                await self._send(stream, conn.send(h11.Data(data=frame)))
-        await self._send(stream, conn.send(h11.EndOfMessage()))
+                await _send(stream, _chunk(frame))
+        await _send(stream, b"0\r\n\r\n")
         return True
 
     async def _wait_for_close(self, stream: trio.SocketStream, request: RecordedRequest) -> None:
@@ -874,31 +861,161 @@ class ProtocolServer:
         request.client_closed = True
         self.client_closed.set()
 
-    async def _send(self, stream: trio.SocketStream, data: bytes | None) -> None:
-        if data:
-            await stream.send_all(data)
-
     async def _send_body(
         self,
-        conn: h11.Connection,
         stream: trio.SocketStream,
         status: int,
         body: bytes,
-        *,
         headers: tuple[tuple[str, str], ...] = (),
+        *,
         content_type: str = "application/json",
     ) -> bool:
-        head = [
-            ("content-type", content_type),
-            ("content-length", str(len(body))),
-            ("request-id", "req_local"),
-            *headers,
-        ]
-        data = conn.send(h11.Response(status_code=status, headers=head)) or b""
-        data += conn.send(h11.Data(data=body)) or b""
-        data += conn.send(h11.EndOfMessage()) or b""
-        await stream.send_all(data)
+        head = _head(
+            status,
+            (("content-type", content_type), ("content-length", str(len(body))), ("request-id", "req_local"), *headers),
+        )
+        await _send(stream, head + body)
         return True
+
+
+class _Timer:
+    """Sleeps for the server's requests: one task wakes every sleeper whose time came.
+
+    A ``trio.sleep`` per request costs the server a cancel scope, a deadline
+    and a delivered cancellation each (about a quarter of its CPU per
+    request at 1,000 concurrent requests, which bounds the makespans the
+    benchmarks measure); here a sleeper parks until the timer task, woken at
+    the earliest deadline, reschedules every sleeper that is due.
+    """
+
+    __slots__ = ("_heap", "_order", "_scope")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, list[Any]]] = []
+        self._order = itertools.count()
+        self._scope: trio.CancelScope | None = None
+
+    async def sleep(self, delay: float) -> None:
+        """Return after ``delay`` seconds (cancellable); needs :meth:`run` running."""
+        deadline = trio.current_time() + delay
+        sleeper: list[Any] = [trio.lowlevel.current_task()]
+        heapq.heappush(self._heap, (deadline, next(self._order), sleeper))
+        scope = self._scope
+        if scope is not None and deadline < scope.deadline:
+            scope.deadline = deadline
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            sleeper[0] = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    async def run(self) -> None:
+        """Wake sleepers as their deadlines pass, until cancelled."""
+        heap = self._heap
+        while True:
+            with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as self._scope:
+                await trio.sleep_forever()
+            now = trio.current_time()
+            while heap and heap[0][0] <= now:
+                task = heapq.heappop(heap)[2][0]
+                if task is not None:
+                    trio.lowlevel.reschedule(task)
+
+
+_CLOSE = ("connection", "close")
+_CHUNKED = ("transfer-encoding", "chunked")
+
+
+#: Whether sockets are read and written through their descriptors (POSIX; see :func:`_send`).
+_DIRECT = os.name == "posix"
+
+
+async def _send(stream: trio.abc.Stream, data: bytes) -> None:
+    """``stream.send_all(data)``: on POSIX and plain TCP, first one non-blocking ``os.write`` and a checkpoint.
+
+    What the socket does not take at once goes through ``send_all``. The
+    checkpoint after each write keeps a server's turn-taking between
+    frames (a client reads a stream's events one by one, as from a
+    provider flushing each event), without ``send_all``'s layers.
+    """
+    sent = 0
+    if _DIRECT and type(stream) is trio.SocketStream:
+        try:
+            sent = os.write(stream.socket.fileno(), data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"{type(exc).__name__}: {exc}") from exc
+    if sent < len(data):
+        await stream.send_all(memoryview(data)[sent:] if sent else data)
+    else:
+        await trio.lowlevel.checkpoint()
+
+
+async def _receive(stream: trio.abc.Stream) -> bytes:
+    """``stream.receive_some()``: on POSIX and plain TCP, ``trio.lowlevel.wait_readable`` and ``os.read``."""
+    if not _DIRECT or type(stream) is not trio.SocketStream:  # (a TLS stream, in some tests)
+        return bytes(await stream.receive_some(65536))
+    fd = stream.socket.fileno()
+    while True:
+        await trio.lowlevel.wait_readable(fd)
+        try:
+            return os.read(fd, 65536)
+        except BlockingIOError:  # woken without data after all: wait again
+            pass
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"{type(exc).__name__}: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=256)
+def _head(status: int, headers: tuple[tuple[str, str], ...]) -> bytes:
+    """A response head: status line (with the standard reason phrase) and ``headers``."""
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    lines = [f"HTTP/1.1 {status} {reason}", *(f"{name}: {value}" for name, value in headers), "", ""]
+    return "\r\n".join(lines).encode("latin-1")
+
+
+def _chunk(frame: bytes) -> bytes:
+    """``frame`` as one chunk of a chunked body."""
+    return b"%x\r\n%s\r\n" % (len(frame), frame)
+
+
+class _Requests:
+    """httptools' callbacks for one connection's requests: each complete one joins :attr:`complete`."""
+
+    __slots__ = ("_body", "_headers", "_target", "complete", "parser")
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        #: ``(method, target, headers, body, keep_alive)`` of each request read whole, oldest first.
+        self.complete: deque[tuple[bytes, bytes, list[tuple[bytes, bytes]], bytes, bool]] = deque()
+        self._target = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+
+    def on_message_begin(self) -> None:
+        self._target = b""
+        self._headers = []
+        self._body = []
+
+    def on_url(self, url: bytes) -> None:
+        self._target += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        parser = self.parser
+        self.complete.append(
+            (parser.get_method(), self._target, self._headers, b"".join(self._body), parser.should_keep_alive())
+        )
 
 
 # ---------------------------------------------------------------------------- as a process
