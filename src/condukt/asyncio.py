@@ -399,10 +399,11 @@ class _Guest:
         """In trio: the answer of a call started by :meth:`begin`; trio lingers after it as after any answer."""
         self.in_flight -= 1
         call.stop = None
+        deliver = _finish if not self.threaded else functools.partial(self.deliver, call.loop, _finish)
         if isinstance(result, outcome.Value):
-            self.deliver(call.loop, _finish, call, result.value, None)
+            deliver(call, result.value, None)
         elif isinstance(result, outcome.Error):
-            self.deliver(call.loop, _finish, call, None, result.error)
+            deliver(call, None, result.error)
         if not self.lingers:
             return
         self.linger_left = LINGER_TICKS
@@ -680,7 +681,8 @@ class _Proxy:
         async def bridged(*args: Any, **kwargs: Any) -> Any:
             call = guest.start(value, args, kwargs, begin)
             future = call.future
-            return _wrap(guest, future.result() if future.done() else await guest.wait(call))
+            result = future.result() if future.done() else await guest.wait(call)
+            return result if type(result) is str else _wrap(guest, result)
 
         if inspect.ismethod(value) and value.__self__ is self._inner:
             self.__dict__[name] = bridged  # a method of the inner object: later look-ups skip __getattr__
