@@ -37,7 +37,9 @@ thread hand-offs; trio stays runnable for ``LINGER_TICKS`` turns of the
 loop after each answer, so that a call made right away does not have to
 wake it, and a call made while trio is runnable runs trio's pending ticks
 itself, on the spot (up to ``INLINE_TICKS``), so that it is often answered
-without the awaiting task being suspended at all. Where guest mode cannot be used (a loop per request),
+without the awaiting task being suspended at all. ``agent.run`` starts
+with a callback (:func:`condukt.agent.lowlevel.start_run`), without a trio
+task of its own. Where guest mode cannot be used (a loop per request),
 ``open_node(thread=True)`` runs trio in a thread of its own instead, with
 the same API and cancellation; its nodes serve every loop of the process.
 The bridge is hand-written because no well-kept package
