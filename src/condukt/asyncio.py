@@ -674,10 +674,18 @@ class _Proxy:
         guest = self._guest
         begin = None
         if name == "run" and isinstance(self._inner, _agent_layer.AgentHandle):
-            inner = self._inner
+            # A handle class of its own may override ``run``: then that is what runs, in a task.
+            if type(self._inner).run is _agent_layer.AgentHandle.run:
+                inner = self._inner
 
-            def begin(call: _Call) -> Callable[[], None] | None:  # in trio: a run needs no task of its own
-                return start_run(inner, call, *call.args, **call.kwargs)
+                def begin(call: _Call) -> Callable[[], None] | None:  # in trio: a run needs no task of its own
+                    try:
+                        return start_run(inner, call, *call.args, **call.kwargs)
+                    except TypeError as exc:  # bad arguments: name the method the caller called
+                        message = str(exc)
+                        if message.startswith("start_run()"):
+                            raise TypeError("run()" + message.removeprefix("start_run()")) from None
+                        raise
 
         @functools.wraps(value)
         async def bridged(*args: Any, **kwargs: Any) -> Any:
@@ -755,7 +763,7 @@ class Stream:
         self._args = args
         self._kwargs = kwargs
         self._queue: collections.deque[Any] = collections.deque()  # events handed over, not yet read
-        self._waiter: asyncio.Future[None] | None = None  # the reader, while the queue is empty
+        self._waiters: list[asyncio.Future[None]] = []  # the readers, while the queue is empty
         self._inner: Any = None
         # Events handed to asyncio and events it has read: the run waits while
         # STREAM_BUFFER are unread. Reading wakes trio only if the run waits
@@ -813,13 +821,14 @@ class Stream:
         return self
 
     def _put(self, item: Any) -> None:
-        """On the asyncio loop: hand ``item`` to the reader."""
+        """On the asyncio loop: hand ``item`` to the reader (every task waiting to read looks again)."""
         self._queue.append(item)
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+        waiters = self._waiters
+        if waiters:
+            self._waiters = []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def __anext__(self) -> Any:
         queue = self._queue
@@ -828,11 +837,13 @@ class Stream:
             if guest.tick is not None:
                 guest.run_inline(queue.__len__)  # trio is runnable: run it here until the next event is in
             while not queue:
-                self._waiter = waiter = asyncio.get_running_loop().create_future()
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
                 try:
                     await waiter
                 finally:
-                    self._waiter = None
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
         item = queue[0]
         if item is _END:
             raise StopAsyncIteration

@@ -122,6 +122,21 @@ async def test_a_queued_run_whose_caller_gives_up_leaves_no_trace(autojump_clock
         assert all("abandoned" not in m.text for r in model.requests for m in r.messages)
 
 
+async def test_leaving_a_queued_streams_block_early_leaves_the_agent_alive(autojump_clock: trio.abc.Clock) -> None:
+    model = ScriptedModel([reply("first", delay=10), reply("third")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.run, "first")
+            await trio.testing.wait_all_tasks_blocked()
+            async with agent.stream("second, left at once"):
+                pass  # queued behind "first": leaving aborts it with the reader's end already closed
+            await trio.testing.wait_all_tasks_blocked()
+            assert agent.alive and agent.queued == 0
+        assert await agent.run("third") == "third"
+        assert [m.text for m in await agent.history()] == ["first", "first", "third", "third"]
+
+
 async def test_abort_by_run_id_takes_a_queued_run_out_of_the_queue(autojump_clock: trio.abc.Clock) -> None:
     model = ScriptedModel([reply("first", delay=10), reply("third")])
     async with condukt.open_node() as node:

@@ -369,6 +369,51 @@ def test_runs_from_asyncio_that_wait_for_io_let_trio_wait_too() -> None:
     assert sum(1 for timeout in during if timeout > 0.1) >= 3
 
 
+class _WrappingHandle(condukt.AgentHandle):
+    __slots__ = ()
+
+    async def run(self, prompt: str, **options: Any) -> Any:
+        return "wrapped:" + str(await super().run(prompt, **options))
+
+
+class _WrappingAgent(condukt.Agent):
+    handle_class = _WrappingHandle
+
+
+def test_a_handle_class_of_its_own_keeps_its_run_and_bad_arguments_name_run(mode: str) -> None:
+    async def main() -> tuple[Any, Any, str, str]:
+        async with ca.open_node() as node:
+            custom = await node.spawn(_WrappingAgent, model=FunctionModel(lambda request: "ok"))
+            plain = await node.spawn(condukt.Agent, model=FunctionModel(lambda request: "ok"))
+            with pytest.raises(TypeError) as unknown:
+                await plain.run("x", bogus=1)
+            with pytest.raises(TypeError) as missing:
+                await plain.run()
+            return await custom.run("x"), await plain.run("x"), str(unknown.value), str(missing.value)
+
+    custom, plain, unknown, missing = asyncio.run(main())
+    assert (custom, plain) == ("wrapped:ok", "ok")
+    assert unknown.startswith("run() got an unexpected keyword argument 'bogus'")
+    assert missing.startswith("run() missing 1 required positional argument: 'prompt'")
+
+
+def test_two_tasks_reading_one_stream_both_see_it_end(mode: str) -> None:
+    async def main() -> list[list[str]]:
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply("hello")]))
+            async with agent.stream("go") as events:
+
+                async def read() -> list[str]:
+                    return [type(event).__name__ async for event in events]
+
+                return list(await asyncio.wait_for(asyncio.gather(read(), read()), 10))
+
+    seen = asyncio.run(main())
+    assert sorted(name for names in seen for name in names) == sorted(
+        ["AgentStart", "TurnStart", "TextDelta", "TurnEnd", "AgentEnd", "Done"]
+    )
+
+
 async def _checkpoints(n: int) -> int:
     for _ in range(n):
         await trio.lowlevel.checkpoint()

@@ -22,6 +22,7 @@ run it submits simply queues behind whatever is still finishing.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -231,9 +232,12 @@ class Lifecycle:
         if run.caller is not None:
             run.caller.reply_error(failure)
         if run.sink is not None:
-            # A fresh channel with room: the reader sees the run end at once.
-            run.sink.send_nowait(Error("Aborted", str(failure)))
-            run.sink.send_nowait(Done("aborted"))
+            # A fresh channel with room: the reader sees the run end at once. A reader
+            # that left its stream block (which is what aborts a queued stream) has
+            # closed its end already: nobody is told, and nothing breaks.
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                run.sink.send_nowait(Error("Aborted", str(failure)))
+                run.sink.send_nowait(Done("aborted"))
             run.sink.close()
 
     def _guard_queued_streams(self) -> None:
