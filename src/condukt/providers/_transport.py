@@ -188,15 +188,20 @@ class _ResponseStream(httpx.AsyncByteStream):
     def __aiter__(self) -> _ResponseStream:
         return self
 
+    def _take(self) -> bytes:
+        """The body bytes parsed since the last take; the connection goes back to the pool once the body is whole."""
+        reader = self._conn.reader
+        data = reader.body()
+        if reader.done:
+            self._done = True
+            self._transport._release(self._conn)
+        return data
+
     async def __anext__(self) -> bytes:
         conn = self._conn
-        reader = conn.reader
         try:
             while not self._done:
-                data = reader.body()
-                if reader.done:
-                    self._done = True
-                    self._transport._release(conn)
+                data = self._take()
                 if data:
                     return data
                 if not self._done:
@@ -211,14 +216,10 @@ class _ResponseStream(httpx.AsyncByteStream):
     async def read_all(self) -> bytes:
         """The rest of the body at once (what iterating and joining gives, without the iteration protocol)."""
         conn = self._conn
-        reader = conn.reader
         pieces: list[bytes] = []
         try:
             while not self._done:
-                data = reader.body()
-                if reader.done:
-                    self._done = True
-                    self._transport._release(conn)
+                data = self._take()
                 if data:
                     pieces.append(data)
                 if not self._done:
