@@ -99,7 +99,8 @@ class _Call:
     """
 
     __slots__ = (
-        "args", "begin", "cancelled", "finished", "fn", "future", "host", "kwargs", "loop", "scope", "settled", "stop",
+        "args", "begin", "cancelled", "error", "finished", "fn", "future", "host", "kwargs", "loop", "scope", "settled",
+        "stop", "value",
     )  # fmt: skip
 
     def __init__(
@@ -117,12 +118,24 @@ class _Call:
         self.kwargs = kwargs
         self.host = host
         self.begin = begin
-        self.future: asyncio.Future[Any] = loop.create_future()
+        self.future: asyncio.Future[Any] | None = None  # made only when the caller has to wait (:meth:`_Guest.wait`)
+        self.value: Any = None  # the answer, when it came before anyone waited
+        self.error: BaseException | None = None
         self.scope: trio.CancelScope | None = None  # the running task's scope, while the call runs
         self.stop: Callable[[], None] | None = None  # what stops a call started by ``begin``, while it runs
         self.cancelled = False  # the asyncio caller left: the trio side is to stop
         self.finished = False  # the trio side has ended (set on the asyncio loop's thread)
         self.settled: asyncio.Future[None] | None = None  # made only when a cancelled caller waits for the end
+
+    def done(self) -> bool:
+        """Whether the trio side has ended (its answer is in, or it was stopped)."""
+        return self.finished
+
+    def result(self) -> Any:
+        """The answer of a call that ended before anyone waited: its value, or its error raised."""
+        if self.error is not None:
+            raise self.error
+        return self.value
 
     def __call__(self, result: outcome.Outcome[Any]) -> None:
         """In trio: the answer of a call started by ``begin``."""
@@ -143,7 +156,10 @@ def _finish(call: _Call, value: Any, error: BaseException | None) -> None:
     """On the asyncio loop: the trio side of ``call`` ended with ``value`` or ``error``."""
     call.finished = True
     future = call.future
-    if not future.done():
+    if future is None:  # answered before the caller waited (on the spot, in :meth:`_Guest.start`)
+        call.value = value
+        call.error = error
+    elif not future.done():
         if error is None:
             future.set_result(value)
         else:
@@ -205,8 +221,9 @@ INLINE_CALLS = 32
 class _Guest:
     """One trio guest run on one asyncio loop, shared by the nodes opened on it.
 
-    Calls from asyncio queue up in ``pending``; trio starts a task for each
-    (``drain``). An idle guest run waits for I/O in a worker thread, so
+    An agent run starts on the spot, from the loop's thread (:meth:`start`);
+    other calls from asyncio queue up in ``pending``, and trio starts a task
+    for each (``drain``). An idle guest run waits for I/O in a worker thread, so
     waking it costs two thread hand-offs (asyncio to that thread, which then
     schedules trio's next tick back on the loop). After answering a call trio
     therefore lingers for ``LINGER_TICKS`` ticks with a task that only
@@ -220,6 +237,8 @@ class _Guest:
     threaded = False
     #: Whether a task that answered a call stays runnable for a few ticks (:meth:`body`).
     lingers = True
+    #: Whether a call that needs no task starts from the loop's thread, between guest ticks (:meth:`start`).
+    direct = True
 
     _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Guest] = weakref.WeakKeyDictionary()
 
@@ -510,8 +529,8 @@ class _Guest:
                             return call
                         else:
                             began = True
-                    if began or self.linger_left <= 0:  # wait for an answer parked, not ticking: runs may wait for I/O
-                        break
+                    if began or self.in_flight or self.linger_left <= 0:
+                        break  # wait for an answer parked, not ticking: runs may wait for I/O
                     self.linger_left -= 1
                     await trio.lowlevel.checkpoint()
                 if not self.in_flight:
@@ -535,21 +554,46 @@ class _Guest:
     ) -> _Call:
         """From asyncio: hand trio ``fn(*args, **kwargs)``, running trio's pending ticks on the spot.
 
-        The call may be answered before this returns (``call.future.done()``);
-        otherwise await :meth:`wait`. With ``begin``, trio starts the call
-        without a task of its own (see :class:`_Call`).
+        The call may be answered before this returns (``call.done()``, then ``call.result()``);
+        otherwise await :meth:`wait`. With ``begin``, the call needs no trio
+        task (see :class:`_Call`), and a guest starts it right here, on the
+        loop's thread between trio's ticks: trio's run state is this
+        thread's while the guest run lives, and ``trio.lowlevel.reschedule``
+        from outside a tick asks for a tick itself. A trio caller's own step
+        (one scheduler tick per call, about 13k instructions more in guest
+        mode than in ``trio.run``) is what this saves: measured with
+        callgrind, an agent run from asyncio went from 1.21x to 1.14x the
+        instructions of the same run from trio (benchmarks/embedding.py,
+        docs/benchmarks.md). A call from any other loop is refused: the
+        guest's state belongs to its own loop's thread.
         """
         loop = self.call_loop
-        call = _Call(loop if loop is not None else asyncio.get_running_loop(), fn, args, kwargs, self, begin)
-        self.submit(call)
+        if loop is None:
+            loop = asyncio.get_running_loop()
+        elif asyncio.get_running_loop() is not loop:
+            raise RuntimeError(
+                "this condukt.asyncio node runs as a guest on another asyncio loop; use it from that loop, "
+                "or open it with open_node(thread=True) to share it between loops"
+            )
+        call = _Call(loop, fn, args, kwargs, self, begin)
+        if begin is None or not self.direct or self.ticking or not self.open() or not self.begin(call):
+            self.submit(call)
         if self.tick is not None:
-            self.run_inline(call.future.done)
+            self.run_inline(call.done)
         return call
+
+    def open(self) -> bool:
+        """Whether trio's run is up and its node nursery takes calls."""
+        nursery = self.nursery
+        return nursery is not None and not nursery.cancel_scope.cancel_called and not self.finished.done()
 
     async def wait(self, call: _Call) -> Any:
         """Await the answer of a started ``call``; see the module for cancellation."""
+        if call.finished:
+            return call.result()
+        future = call.future = call.loop.create_future()
         try:
-            return await call.future
+            return await future
         except asyncio.CancelledError:
             call.cancelled = True
             if not call.finished:
@@ -566,9 +610,8 @@ class _Guest:
         ``fn`` is called inside trio's run; if it returns an awaitable, that is awaited there.
         """
         call = self.start(fn, args, kwargs)
-        future = call.future
-        if future.done():
-            return future.result()
+        if call.finished:
+            return call.result()
         return await self.wait(call)
 
 
@@ -583,6 +626,7 @@ class _ThreadHost(_Guest):
 
     threaded = True
     lingers = False  # trio has a thread of its own: waking it costs the same whether or not it lingers
+    direct = False  # trio's run is another thread's: calls start there
     _shared: _ThreadHost | None = None
     _lock = threading.Lock()
 
@@ -690,8 +734,7 @@ class _Proxy:
         @functools.wraps(value)
         async def bridged(*args: Any, **kwargs: Any) -> Any:
             call = guest.start(value, args, kwargs, begin)
-            future = call.future
-            result = future.result() if future.done() else await guest.wait(call)
+            result = call.result() if call.finished else await guest.wait(call)
             return result if type(result) is str else _wrap(guest, result)
 
         if inspect.ismethod(value) and value.__self__ is self._inner:

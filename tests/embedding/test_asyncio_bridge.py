@@ -558,3 +558,81 @@ def test_a_stream_holds_the_run_back_while_asyncio_does_not_read(mode: str) -> N
     assert deltas == 2000
     # The run waits with at most this bridge's buffer and the agent's own one full.
     assert ca.STREAM_BUFFER <= held <= ca.STREAM_BUFFER + condukt.agent.STREAM_BUFFER + 8
+
+
+def _tool_then_text(request: condukt.ModelRequest) -> Any:
+    """A turn with a tool call, then a text answer once the tool's result is in."""
+    from condukt.messages import ToolResultMessage
+
+    return "done" if isinstance(request.messages[-1], ToolResultMessage) else call("note", {"text": "x"})
+
+
+@condukt.tool
+async def note(text: str) -> str:
+    """Take a note (an async tool: a sync one runs in a worker thread, and trio waits for it idle)."""
+    return text
+
+
+def test_agent_runs_from_asyncio_take_no_more_trio_ticks_than_from_trio() -> None:
+    """An agent run awaited from asyncio starts from the loop's thread: it costs no trio tick of its own."""
+    runs = 30
+
+    async def sequence(node: Any, waits: _IOWaits, enter: Callable[..., Any]) -> tuple[list[str], list[float]]:
+        agent = await node.spawn(condukt.Agent, model=condukt.testing.FunctionModel(_tool_then_text), tools=[note])
+        await agent.run("warm up")
+        await enter(_add_instrument, waits)
+        start = len(waits.timeouts)
+        texts = [await agent.run(f"go {i}") for i in range(runs)]
+        during = waits.timeouts[start:]
+        await enter(_remove_instrument, waits)
+        return texts, during
+
+    async def from_trio() -> tuple[list[str], list[float]]:
+        async with condukt.open_node() as node:
+            return await sequence(node, _IOWaits(), lambda fn, *args: fn(*args))
+
+    async def from_asyncio() -> tuple[list[str], list[float]]:
+        async with ca.open_node() as node:
+            return await sequence(node, _IOWaits(), node.call_in_trio)
+
+    trio_texts, trio_ticks = trio.run(from_trio)
+    texts, ticks = asyncio.run(from_asyncio())
+    assert texts == trio_texts == ["done"] * runs
+    assert all(timeout == 0 for timeout in ticks)  # trio never went idle (no thread hand-off) between the runs
+    assert len(ticks) < len(trio_ticks)  # a trio caller's own step is a tick per run; asyncio's needs none
+
+
+def test_runs_queued_on_a_busy_agent_from_asyncio_run_in_order(mode: str) -> None:
+    """A run issued while the agent is busy waits its turn (it is not refused, nor mistaken for a run's own call)."""
+
+    async def main() -> tuple[list[str], list[str]]:
+        async with ca.open_node() as node:
+            model = ScriptedModel([reply("first", delay=0.05), reply("second"), reply("third")])
+            agent = await node.spawn(condukt.Agent, model=model)
+            texts = list(await asyncio.gather(agent.run("1"), agent.run("2"), agent.run("3")))
+            prompts = [message.text for message in await agent.history() if message.role == "user"]
+            return texts, prompts
+
+    assert asyncio.run(main()) == (["first", "second", "third"], ["1", "2", "3"])
+
+
+def test_a_guest_node_used_from_another_loop_says_so() -> None:
+    async def main() -> str:
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply("never")]))
+            result: list[BaseException] = []
+
+            def elsewhere() -> None:
+                try:
+                    asyncio.run(agent.run("hi"))
+                except BaseException as exc:  # noqa: BLE001  # the test looks at it
+                    result.append(exc)
+
+            thread = threading.Thread(target=elsewhere)
+            thread.start()
+            await asyncio.to_thread(thread.join)
+            assert len(result) == 1 and isinstance(result[0], RuntimeError), result
+            assert await agent.run("still here") == "never"  # nothing was started by the refused call
+            return str(result[0])
+
+    assert "thread=True" in asyncio.run(main())

@@ -113,7 +113,11 @@ class AgentHandle(Handle):
         lifecycle = server._Agent__session._lifecycle  # type: ignore[attr-defined]
         if lifecycle._worker is None:  # no job in progress (the common case): nothing to look up
             return False
-        return bool(lifecycle.runs_in(trio.lowlevel.current_task()))
+        try:
+            task = trio.lowlevel.current_task()
+        except RuntimeError:  # no task: a guest run's host loop, between trio's ticks (``start_run`` from asyncio)
+            return False
+        return bool(lifecycle.runs_in(task))
 
     def _refuse_inside_own_run(self, what: str) -> None:
         if self._inside_own_run():

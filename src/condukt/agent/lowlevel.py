@@ -44,8 +44,11 @@ def start_run(
     called once, synchronously, inside the node's trio run, with an
     :class:`outcome.Value` of what ``run`` would return or an
     :class:`outcome.Error` of what it would raise; it must not block or
-    raise. Call this from the node's trio thread (a task or a
-    ``run_sync_soon`` callback).
+    raise. Call this from the node's trio thread: a task, a
+    ``run_sync_soon`` callback, or, for a guest run
+    (``trio.lowlevel.start_guest_run``), the host loop's own code between
+    trio's ticks (:mod:`condukt.asyncio` starts its runs from there, so a
+    run costs no trio tick of its own).
 
     Returns a function that does what cancelling ``run``'s caller does: it
     aborts the run (or takes it out of the queue), and ``deliver`` is not
