@@ -244,6 +244,7 @@ class _Guest:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.thread = threading.get_ident()  # the loop's thread
         self.call_loop: asyncio.AbstractEventLoop | None = loop  # where calls are answered (None: the caller's)
         self.users = 0
         self.token: trio.lowlevel.TrioToken | None = None
@@ -570,7 +571,7 @@ class _Guest:
         loop = self.call_loop
         if loop is None:
             loop = asyncio.get_running_loop()
-        elif asyncio.get_running_loop() is not loop:
+        elif threading.get_ident() != self.thread:  # (asyncio.get_running_loop() costs a getpid() system call)
             raise RuntimeError(
                 "this condukt.asyncio node runs as a guest on another asyncio loop; use it from that loop, "
                 "or open it with open_node(thread=True) to share it between loops"
