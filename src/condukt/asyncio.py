@@ -33,13 +33,13 @@ An exception on the trio side arrives as the same exception on asyncio;
 Why guest mode and not a thread: calls run on the loop's thread (no
 locks), and trio's cancellation maps onto asyncio's task cancellation. An
 idle guest run waits for I/O in a worker thread, so waking it costs two
-thread hand-offs; trio stays runnable for ``LINGER_TICKS`` turns of the
-loop after each answer, so that a call made right away does not have to
-wake it, and a call made while trio is runnable runs trio's pending ticks
-itself, on the spot (up to ``INLINE_TICKS``), so that it is often answered
-without the awaiting task being suspended at all. ``agent.run`` starts
-with a callback (:func:`condukt.agent.lowlevel.start_run`), without a trio
-task of its own. Where guest mode cannot be used (a loop per request),
+thread hand-offs; trio stays on the loop for ``LINGER_TICKS`` ticks after
+each answer, so that a call made right away does not have to wake it, and
+a call made while trio is runnable runs trio's pending ticks itself, on
+the spot (up to ``INLINE_TICKS``), so that it is often answered without
+the awaiting task being suspended at all. Calls start right in the
+awaiting task, between trio's ticks; ``agent.run`` with a callback
+(:func:`condukt.agent.lowlevel.start_run`), without a trio task of its own. Where guest mode cannot be used (a loop per request),
 ``open_node(thread=True)`` runs trio in a thread of its own instead, with
 the same API and cancellation; its nodes serve every loop of the process.
 The bridge is hand-written because no well-kept package
@@ -56,7 +56,9 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import random
 import threading
+import time
 import types
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
@@ -148,7 +150,6 @@ class _Call:
         elif self.stop is not None:
             stop, self.stop = self.stop, None
             stop()  # its answer will not come: the call ends here
-            self.host.in_flight -= 1
             self.host.deliver(self.loop, _finish, self, None, None)
 
 
@@ -201,7 +202,8 @@ class _InContext:
 
 #: Guest ticks trio stays runnable after it answered a call, so that a next call
 #: made right away enters trio on the loop's thread instead of waking trio's
-#: I/O-wait thread (see :meth:`_Guest.body`). A call awaited directly (or
+#: I/O-wait thread (:class:`_LingerClock` after an agent run's answer, the
+#: answering task itself after other calls, :meth:`_Guest.linger`). A call awaited directly (or
 #: under ``asyncio.timeout``) comes back within 1 tick; through a task of its
 #: own (``create_task``, ``gather``, Python 3.11's ``wait_for``) within 3-4.
 #: Each tick nobody uses costs about 10 µs of CPU; 0 turns lingering off.
@@ -218,19 +220,58 @@ INLINE_TICKS = 16
 INLINE_CALLS = 32
 
 
+class _LingerClock(trio.abc.Clock):
+    """trio's clock for a guest run: the system clock, except for a few idle ticks after an answer.
+
+    While ``idle_ticks`` is above zero, a wait for I/O with nothing runnable
+    does not sleep (:meth:`deadline_to_sleep_time` answers 0 and counts one
+    off). trio then polls for I/O and queues its next tick on the asyncio
+    loop instead of waiting in its I/O thread, so a call made right after an
+    answer (the next ``await`` of a sequential loop) enters trio with no
+    thread hand-off, and the tick it lands in runs that call's work. Waking
+    a task kept runnable for those ticks did the same with a task step per
+    answer, about 3% of an agent run's instructions (callgrind,
+    benchmarks/embedding.py's workload, docs/benchmarks.md).
+    """
+
+    __slots__ = ("idle_ticks", "offset")
+
+    def __init__(self) -> None:
+        self.idle_ticks = 0
+        # Like trio's own clock, a large random offset: trio time is not time.perf_counter().
+        self.offset = 10_000.0 + random.uniform(0, 200_000)
+
+    def start_clock(self) -> None:
+        """Nothing to start: the clock is ``time.perf_counter()`` plus an offset."""
+
+    def current_time(self) -> float:
+        """trio's current time."""
+        return self.offset + time.perf_counter()
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        """Seconds trio may sleep waiting for I/O until ``deadline``: 0 while idle ticks are left."""
+        if self.idle_ticks > 0:
+            self.idle_ticks -= 1
+            return 0.0
+        return deadline - self.current_time()
+
+
 class _Guest:
     """One trio guest run on one asyncio loop, shared by the nodes opened on it.
 
-    An agent run starts on the spot, from the loop's thread (:meth:`start`);
-    other calls from asyncio queue up in ``pending``, and trio starts a task
-    for each (``drain``). An idle guest run waits for I/O in a worker thread, so
-    waking it costs two thread hand-offs (asyncio to that thread, which then
-    schedules trio's next tick back on the loop). After answering a call trio
-    therefore lingers for ``LINGER_TICKS`` ticks with a task that only
-    yields (in :meth:`body`): a call issued meanwhile (the next call of a
-    sequential loop, a burst) is picked up on the loop's thread with no
-    wake-up at all. Measured in ``benchmarks/embedding.py`` (docs/benchmarks.md):
-    the hand-offs cost more CPU than a whole agent run.
+    Calls start on the spot, from the loop's thread between trio's ticks
+    (trio's run state is this thread's while the guest run lives): an agent
+    run with a callback (:meth:`start`), other calls as a task each
+    (:meth:`submit`, :meth:`drain`), or in the task that lingers after
+    answering the call before. An idle guest run waits for I/O in a worker
+    thread, so waking it costs two thread hand-offs (asyncio to that thread,
+    which then schedules trio's next tick back on the loop). After an answer
+    trio therefore stays on the loop for ``LINGER_TICKS`` ticks (the
+    answering task lingers, or :class:`_LingerClock` keeps trio from
+    sleeping): a call issued meanwhile (the next call of a sequential loop,
+    a burst) enters trio with no wake-up at all. Measured in
+    ``benchmarks/embedding.py`` (docs/benchmarks.md): the hand-offs cost
+    more CPU than a whole agent run.
     """
 
     #: Whether trio runs in a thread of its own (:class:`_ThreadHost`) rather than as a guest.
@@ -244,7 +285,7 @@ class _Guest:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.thread = threading.get_ident()  # the loop's thread
+        self.thread_id = threading.get_ident()  # the loop's thread
         self.call_loop: asyncio.AbstractEventLoop | None = loop  # where calls are answered (None: the caller's)
         self.users = 0
         self.token: trio.lowlevel.TrioToken | None = None
@@ -260,8 +301,7 @@ class _Guest:
         self.tick_queued = False  # a :meth:`run_tick` is queued on the loop
         self.ticking = False  # a guest tick is on the stack
         self.inline_left = INLINE_CALLS
-        self.in_flight = 0  # calls started by ``begin`` whose answer has not come
-        self.parked: trio.lowlevel.Task | None = None  # the task that lingers, parked until an answer comes
+        self.clock = _LingerClock()
 
     @classmethod
     async def acquire(cls) -> _Guest:
@@ -275,6 +315,7 @@ class _Guest:
                 run_sync_soon_not_threadsafe=guest.schedule_tick,
                 done_callback=guest._done,
                 host_uses_signal_set_wakeup_fd=True,
+                clock=guest.clock,
             )
         guest.users += 1
         try:
@@ -293,6 +334,7 @@ class _Guest:
 
     async def _main(self) -> None:
         self.token = trio.lowlevel.current_trio_token()
+        self.context = contextvars.copy_context()
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             self.started.set_result(None)
@@ -368,9 +410,18 @@ class _Guest:
         fn(*args)
 
     def submit(self, call: _Call) -> None:
-        """From asyncio: queue ``call`` for trio, waking trio unless a lingering task will see it."""
+        """From asyncio: queue ``call`` for trio; a lingering task takes it, or it gets a task of its own.
+
+        A guest starts that task right here, from the loop's thread between
+        trio's ticks (as :meth:`start` starts runs); otherwise (a thread-backed
+        node, or from inside a tick) trio's token is asked to.
+        """
         self.pending.append(call)
-        if not self.hot and not self.kicked:
+        if self.hot or self.kicked:
+            return
+        if self.direct and not self.ticking and self.open():
+            self.drain()
+        else:
             self.call_soon(self.kicked_drain)  # raises RunFinishedError once trio's run is over
             self.kicked = True
 
@@ -389,7 +440,7 @@ class _Guest:
                 self.deliver(call.loop, _finish, call, None, RuntimeError("the node is closed"))
             return
         if self.context is None:
-            self.context = contextvars.copy_context()  # trio's (the first drain runs from its token)
+            self.context = contextvars.copy_context()  # trio's (a thread-backed run's first drain is its token's)
         while pending:
             call = pending.popleft()
             if call.cancelled:  # the caller left before trio saw it: nothing to stop
@@ -404,96 +455,68 @@ class _Guest:
         error raised while starting is its answer.
         """
         assert call.begin is not None
-        self.in_flight += 1
         try:
             stop = call.begin(call)
         except BaseException as exc:  # noqa: BLE001  # the caller's error, as the trio call would raise it
-            self.in_flight -= 1
             self.deliver(call.loop, _finish, call, None, exc)
             return True
         if stop is None:  # no room in the mailbox: a task waits for it
-            self.in_flight -= 1
             return False
         call.stop = stop
         return True
 
     def answered(self, call: _Call, result: outcome.Outcome[Any]) -> None:
-        """In trio: the answer of a call started by :meth:`begin`; trio lingers after it as after any answer."""
-        self.in_flight -= 1
+        """In trio: the answer of a call started by :meth:`begin`; trio lingers after it (:class:`_LingerClock`)."""
         call.stop = None
         deliver = _finish if not self.threaded else functools.partial(self.deliver, call.loop, _finish)
         if isinstance(result, outcome.Value):
             deliver(call, result.value, None)
         elif isinstance(result, outcome.Error):
             deliver(call, None, result.error)
-        if not self.lingers:
-            return
-        self.linger_left = LINGER_TICKS
-        if self.parked is not None:
-            self.unpark()
-        elif not self.hot:
-            nursery = self.nursery
-            if nursery is not None and not nursery.cancel_scope.cancel_called:
-                nursery.start_soon(self.body, None)
+        if self.lingers:
+            self.clock.idle_ticks = LINGER_TICKS
 
-    def unpark(self) -> None:
-        """In trio: wake the parked lingering task; it lingers from its next tick (asyncio need not wake trio)."""
-        parked = self.parked
-        assert parked is not None
-        self.parked = None
-        self.hot = True
-        trio.lowlevel.reschedule(parked)
-
-    def _unpark(self, raise_cancel: Any) -> trio.lowlevel.Abort:
-        self.parked = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    async def body(self, call: _Call | None) -> None:
-        """The trio task of one call; then, in guest mode, it may linger and run the next ones.
+    async def body(self, call: _Call) -> None:
+        """The trio task of one call; then, in guest mode, it lingers and may run the next ones.
 
         One cancel scope serves every call the task runs (entering a scope per
         call cost a quarter of a bare call's round trip): a call is cancelled
         through it only while it runs, and the task ends after a cancelled
         call. A call after the first runs in a fresh copy of the context the
-        first started from. With ``call=None`` the task only lingers (after
-        the answer of a call that had no task, when no task lingered).
+        first started from.
         """
         deliver = self.deliver
         context: contextvars.Context | None = None
         with trio.CancelScope() as scope:
             while True:
-                if call is not None:
-                    call.scope = scope
-                    if call.cancelled:
-                        scope.cancel()
-                    try:
-                        if context is None:
-                            value = call.fn(*call.args, **call.kwargs)
-                            if type(value) is types.CoroutineType or inspect.isawaitable(value):
-                                value = await value
-                        else:
-                            context = context.copy()
-                            value = context.run(call.fn, *call.args, **call.kwargs)
-                            if type(value) is types.CoroutineType or inspect.isawaitable(value):
-                                value = await _InContext(value, context)
-                    except trio.Cancelled:
-                        call.scope = None
-                        stopped = RuntimeError("condukt's trio run was stopped during the call")
-                        deliver(call.loop, _finish, call, None, stopped)
-                        raise
-                    except BaseException as exc:
-                        call.scope = None
-                        deliver(call.loop, _finish, call, None, exc)
+                call.scope = scope
+                if call.cancelled:
+                    scope.cancel()
+                try:
+                    if context is None:
+                        value = call.fn(*call.args, **call.kwargs)
+                        if type(value) is types.CoroutineType or inspect.isawaitable(value):
+                            value = await value
                     else:
-                        call.scope = None
-                        deliver(call.loop, _finish, call, value, None)
-                    if scope.cancel_called or not self.lingers:
-                        return
-                    self.linger_left = LINGER_TICKS
-                if self.hot:  # another task lingers: the refilled count is its
+                        context = context.copy()
+                        value = context.run(call.fn, *call.args, **call.kwargs)
+                        if type(value) is types.CoroutineType or inspect.isawaitable(value):
+                            value = await _InContext(value, context)
+                except trio.Cancelled:
+                    call.scope = None
+                    stopped = RuntimeError("condukt's trio run was stopped during the call")
+                    deliver(call.loop, _finish, call, None, stopped)
+                    raise
+                except BaseException as exc:
+                    call.scope = None
+                    deliver(call.loop, _finish, call, None, exc)
+                else:
+                    call.scope = None
+                    deliver(call.loop, _finish, call, value, None)
+                if scope.cancel_called or not self.lingers:
                     return
-                if self.parked is not None:  # it waits for the answer of a call it started: it lingers now
-                    self.unpark()
+                self.linger_left = LINGER_TICKS
+                if self.hot:  # another task lingers: the refilled count is its
                     return
                 next_call = await self.linger()
                 if next_call is None:
@@ -504,45 +527,32 @@ class _Guest:
         """Stay runnable for ``linger_left`` ticks; returns a call queued meanwhile that needs a task, if any.
 
         One task at a time lingers (a later answer only refills the count),
-        each tick a plain checkpoint, so trio's next tick is scheduled on the
-        loop rather than in trio's I/O-wait thread, and a call queued
-        meanwhile is taken without waking anything: one that needs no task
+        each tick a plain checkpoint; a call queued meanwhile (:meth:`submit`)
+        is taken without a task of its own: one that needs no task
         (:meth:`begin`) is started and the task lingers on; the first that
         needs one is returned, to run in this task (the others queued with it
-        get tasks of their own). When the count runs out the run goes idle as
-        before (an idle node burns nothing). Once it has started calls, the
-        task parks instead of ticking (their runs may wait for I/O, and a
-        ticking task would keep trio from waiting), and the first answer
-        wakes it to linger again.
+        get tasks of their own). A sequence of calls such as ``history()`` or
+        ``call_in_trio`` then costs no task per call. When the count runs out
+        the task ends (trio itself stays on the loop a few idle ticks longer,
+        :class:`_LingerClock`).
         """
         pending = self.pending
         deliver = self.deliver
         self.hot = True
         try:
             while True:
-                while True:
-                    began = False
-                    while pending:
-                        call = pending.popleft()
-                        if call.cancelled:
-                            deliver(call.loop, _finish, call, None, None)
-                        elif call.begin is None or not self.begin(call):
-                            return call
-                        else:
-                            began = True
-                    if began or self.in_flight or self.linger_left <= 0:
-                        break  # wait for an answer parked, not ticking: runs may wait for I/O
-                    self.linger_left -= 1
-                    await trio.lowlevel.checkpoint()
-                if not self.in_flight:
+                while pending:
+                    call = pending.popleft()
+                    if call.cancelled:
+                        deliver(call.loop, _finish, call, None, None)
+                    elif call.begin is None or not self.begin(call):
+                        return call
+                if self.linger_left <= 0:
                     return None
-                self.hot = False  # from here asyncio wakes trio for its calls
-                if pending:
-                    self.drain()
-                self.parked = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(self._unpark)  # an answer wakes it (:meth:`unpark`)
+                self.linger_left -= 1
+                await trio.lowlevel.checkpoint()
         finally:
-            self.hot = False  # from here asyncio wakes trio for its calls
+            self.hot = False  # from here calls get tasks of their own
             if pending:
                 self.drain()
 
@@ -571,7 +581,7 @@ class _Guest:
         loop = self.call_loop
         if loop is None:
             loop = asyncio.get_running_loop()
-        elif threading.get_ident() != self.thread:  # (asyncio.get_running_loop() costs a getpid() system call)
+        elif threading.get_ident() != self.thread_id:  # (asyncio.get_running_loop() costs a getpid() system call)
             raise RuntimeError(
                 "this condukt.asyncio node runs as a guest on another asyncio loop; use it from that loop, "
                 "or open it with open_node(thread=True) to share it between loops"
@@ -644,8 +654,6 @@ class _ThreadHost(_Guest):
         self.context = None
         self.tick = None  # trio runs its own loop: no guest ticks to run on the spot
         self.call_loop = None  # each call is answered on the loop that made it
-        self.in_flight = 0
-        self.parked = None
         self.thread = threading.Thread(target=self._run, name="condukt-trio", daemon=True)
 
     @classmethod
