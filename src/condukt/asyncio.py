@@ -39,7 +39,8 @@ a call made while trio is runnable runs trio's pending ticks itself, on
 the spot (up to ``INLINE_TICKS``), so that it is often answered without
 the awaiting task being suspended at all. Calls start right in the
 awaiting task, between trio's ticks; ``agent.run`` with a callback
-(:func:`condukt.agent.lowlevel.start_run`), without a trio task of its own. Where guest mode cannot be used (a loop per request),
+(:func:`condukt.agent.lowlevel.start_run`), without a trio task of its
+own. Where guest mode cannot be used (a loop per request),
 ``open_node(thread=True)`` runs trio in a thread of its own instead, with
 the same API and cancellation; its nodes serve every loop of the process.
 The bridge is hand-written because no well-kept package
