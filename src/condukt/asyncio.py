@@ -862,9 +862,13 @@ class Stream:
             finally:
                 deliver(loop, put, _END)
 
-        self._pump = asyncio.ensure_future(self._guest.call(pump))
+        self._pump = pumping = asyncio.ensure_future(self._guest.call(pump))
         try:
-            await ready
+            # The call may fail before ``pump`` runs (a closed node, another loop): then only the task ends.
+            await asyncio.wait((ready, pumping), return_when=asyncio.FIRST_COMPLETED)
+            if not ready.done():
+                pumping.result()  # raises what failed the call
+            ready.result()
         except BaseException:
             await self._close()
             raise

@@ -636,3 +636,51 @@ def test_a_guest_node_used_from_another_loop_says_so() -> None:
             return str(result[0])
 
     assert "thread=True" in asyncio.run(main())
+
+
+def test_a_stream_that_cannot_start_raises_instead_of_hanging(mode: str) -> None:
+    """The stream's trio call fails before the run starts (the node's block has ended): the error, not a hang."""
+
+    async def main() -> BaseException | None:
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply("never")]))
+        return await _open_stream(agent)
+
+    assert isinstance(asyncio.run(main()), trio.RunFinishedError)
+
+
+async def _open_stream(agent: Any) -> BaseException | None:
+    """What entering ``agent.stream`` raises; fails the test if it neither raises nor opens within 5 s."""
+
+    async def enter() -> None:
+        async with agent.stream("go"):
+            pass
+
+    task = asyncio.ensure_future(enter())
+    await asyncio.wait({task}, timeout=5)
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        raise AssertionError("entering the stream hangs")
+    return task.exception()
+
+
+def test_a_guest_stream_opened_from_another_loop_says_so() -> None:
+    async def main() -> list[BaseException]:
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply("never")]))
+            result: list[BaseException] = []
+
+            def elsewhere() -> None:
+                error = asyncio.run(_open_stream(agent))
+                if error is not None:
+                    result.append(error)
+
+            thread = threading.Thread(target=elsewhere)
+            thread.start()
+            await asyncio.to_thread(thread.join)
+            return result
+
+    result = asyncio.run(main())
+    assert len(result) == 1 and isinstance(result[0], RuntimeError) and "thread=True" in str(result[0]), result
