@@ -289,6 +289,7 @@ class _Guest:
         self.thread_id = threading.get_ident()  # the loop's thread
         self.call_loop: asyncio.AbstractEventLoop | None = loop  # where calls are answered (None: the caller's)
         self.users = 0
+        self.closing = False  # the last user left: the run is ending
         self.token: trio.lowlevel.TrioToken | None = None
         self.nursery: trio.Nursery | None = None
         self.started: asyncio.Future[None] = loop.create_future()
@@ -308,6 +309,10 @@ class _Guest:
     async def acquire(cls) -> _Guest:
         loop = asyncio.get_running_loop()
         guest = cls._by_loop.get(loop)
+        while guest is not None and guest.closing and not guest.finished.done():
+            # Its last user left and its run is ending: it takes no more calls, and a thread has one trio run at a time.
+            await asyncio.wait((guest.finished,))
+            guest = cls._by_loop.get(loop)
         if guest is None or guest.finished.done():
             guest = cls._by_loop[loop] = cls(loop)
             trio.lowlevel.start_guest_run(
@@ -329,6 +334,7 @@ class _Guest:
     async def release(self) -> None:
         self.users -= 1
         if self.users == 0 and self.token is not None and self.nursery is not None:
+            self.closing = True  # a later acquire waits for the end, then starts a new run
             nursery = self.nursery
             self.token.run_sync_soon(nursery.cancel_scope.cancel)
             await asyncio.shield(self.finished)

@@ -684,3 +684,20 @@ def test_a_guest_stream_opened_from_another_loop_says_so() -> None:
 
     result = asyncio.run(main())
     assert len(result) == 1 and isinstance(result[0], RuntimeError) and "thread=True" in str(result[0]), result
+
+
+def test_a_one_shot_call_made_while_the_last_one_shuts_trio_down_gets_a_trio_run_of_its_own() -> None:
+    """Without an open node each one-shot call starts and ends trio; one arriving meanwhile is not refused."""
+
+    async def main() -> list[str]:
+        results: list[str] = []
+        for turns in range(16):  # the second call starts at each point of the first one's way out
+            first = asyncio.ensure_future(ca.call(_echo, "first"))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            second = asyncio.ensure_future(ca.call(_echo, "second"))
+            for outcome in await asyncio.gather(first, second, return_exceptions=True):
+                results.append(outcome if isinstance(outcome, str) else repr(outcome))
+        return results
+
+    assert asyncio.run(main()) == ["first", "second"] * 16
