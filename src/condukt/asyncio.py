@@ -876,6 +876,7 @@ class Stream:
                 pumping.result()  # raises what failed the call
             ready.result()
         except BaseException:
+            ready.cancel()  # nobody reads it now (what the run's start raises is the pump's)
             await self._close()
             raise
         return self
