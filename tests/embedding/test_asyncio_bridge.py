@@ -701,3 +701,37 @@ def test_a_one_shot_call_made_while_the_last_one_shuts_trio_down_gets_a_trio_run
         return results
 
     assert asyncio.run(main()) == ["first", "second"] * 16
+
+
+def test_cancelling_a_run_queued_behind_another_withdraws_it(mode: str) -> None:
+    async def main() -> tuple[str, str, list[str]]:
+        async with ca.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=_SlowModel(0.1))
+            first = asyncio.ensure_future(agent.run("1"))
+            queued = asyncio.ensure_future(agent.run("2"))
+            await asyncio.sleep(0.02)  # both sent: the first runs, the second waits its turn
+            queued.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await queued
+            texts = await first, await agent.run("3")
+            prompts = [message.text for message in await agent.history() if message.role == "user"]
+            return texts[0], texts[1], prompts
+
+    assert asyncio.run(main()) == ("done", "done", ["1", "3"])
+
+
+def test_a_runs_own_timeout_fires_on_a_node_that_lingered_after_an_answer(mode: str) -> None:
+    """trio's clock on the loop (it keeps trio from sleeping for a few ticks after an answer) keeps deadlines."""
+
+    async def main() -> BaseException | None:
+        async with ca.open_node() as node:
+            quick = await node.spawn(condukt.Agent, model=FunctionModel(lambda request: "ok"))
+            stuck = await node.spawn(condukt.Agent, model=_SlowModel(3600))
+            assert await quick.run("go") == "ok"  # trio lingers after this answer
+            try:
+                await asyncio.wait_for(stuck.run("go", timeout=0.2), 10)
+            except BaseException as exc:  # noqa: BLE001  # the test looks at it
+                return exc
+        return None
+
+    assert isinstance(asyncio.run(main()), condukt.RunTimeout)
