@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -735,3 +736,33 @@ def test_a_runs_own_timeout_fires_on_a_node_that_lingered_after_an_answer(mode: 
         return None
 
     assert isinstance(asyncio.run(main()), condukt.RunTimeout)
+
+
+class _NeverStreamingHandle(condukt.AgentHandle):
+    __slots__ = ()
+
+    @contextlib.asynccontextmanager
+    async def stream(self, prompt: str, **options: Any) -> Any:
+        await trio.sleep_forever()  # the stream never opens
+        yield
+
+
+class _NeverStreamingAgent(condukt.Agent):
+    handle_class = _NeverStreamingHandle
+
+
+def test_a_stream_whose_opening_is_cancelled_leaves_no_error_unread(mode: str) -> None:
+    async def main() -> list[dict[str, Any]]:
+        reported: list[dict[str, Any]] = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context))
+        async with ca.open_node() as node:
+            agent = await node.spawn(_NeverStreamingAgent, model=ScriptedModel([]))
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    async with agent.stream("go"):
+                        pass
+        gc.collect()  # an asyncio future whose exception nobody read reports it when collected
+        await asyncio.sleep(0)
+        return reported
+
+    assert asyncio.run(main()) == []
