@@ -189,3 +189,42 @@ async def test_steers_never_make_two_user_messages_in_a_row(autojump_clock: trio
     # A steer before the first request joins the prompt.
     assert [b.text for b in history[4].content] == ["another prompt", "steered before the first request"]
     assert history[5].text == "third"
+
+
+_CALLER_VAR = __import__("contextvars").ContextVar("caller_var", default="unset")
+
+
+async def test_a_run_started_at_once_runs_in_the_agents_context_not_the_callers() -> None:
+    """Runs on an idle agent start in the caller's task (no mailbox round), but tools never see its context."""
+    seen: list[str] = []
+
+    @condukt.tool
+    async def peek() -> str:
+        """Read the context variable."""
+        seen.append(_CALLER_VAR.get())
+        return "ok"
+
+    async with condukt.open_node() as node:
+        model = ScriptedModel([call("peek"), reply("one"), call("peek"), reply("two")])
+        agent = await node.spawn(condukt.Agent, model=model, tools=[peek])
+        await trio.testing.wait_all_tasks_blocked()  # idle: the next run starts at once
+        _CALLER_VAR.set("the caller's")
+        assert await agent.run("1") == "one"
+        assert await agent.run("2") == "two"
+    assert seen == ["unset", "unset"]
+
+
+async def test_an_agent_class_that_overrides_handle_call_still_sees_every_run() -> None:
+    class Counting(condukt.Agent):
+        runs = 0
+
+        async def handle_call(self, request: Any, caller: Any) -> Any:
+            if type(request).__name__ == "RunRequest":
+                Counting.runs += 1
+            return await super().handle_call(request, caller)
+
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Counting, model=ScriptedModel([reply("a"), reply("b")]))
+        await trio.testing.wait_all_tasks_blocked()
+        assert [await agent.run("1"), await agent.run("2")] == ["a", "b"]
+    assert Counting.runs == 2

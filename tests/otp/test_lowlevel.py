@@ -165,6 +165,9 @@ class Answers(condukt.Server):
         if request == "hold":
             self.held.append(caller)
             return condukt.NO_REPLY
+        if request == "mark":  # in the process's own task: its context
+            _WHO.set("the process")
+            return "marked"
         if request == "release":
             for held in self.held:
                 held.reply("released")
@@ -353,3 +356,90 @@ async def test_handles_pickle_only_where_the_node_exports_them() -> None:
         lowlevel.set_handle_reducer(node, None)
         with pytest.raises(TypeError):
             pickle.dumps(handle)
+
+
+_WHO = __import__("contextvars").ContextVar("who", default="nobody")
+
+
+class AtOnce(condukt.Server):
+    """Answers "now" and "later" in ``handle_call_now`` when idle; everything also through ``handle_call``."""
+
+    async def init(self) -> None:
+        self.seen: list[tuple[str, str, bool]] = []  # (how, request, in the process's context)
+        self.held: list[Any] = []
+
+    def handle_call_now(self, request: Any, caller: Any) -> Any:
+        self.seen.append(("now", request, _WHO.get() == "the process"))
+        if request == "now":
+            return ("now", trio.lowlevel.current_task().name)
+        if request == "later":
+            self.held.append(caller)
+            return condukt.NO_REPLY
+        if request == "crash":
+            raise Boom("in handle_call_now")
+        return NotImplemented
+
+    async def handle_call(self, request: Any, caller: Any) -> Any:
+        self.seen.append(("mailbox", request, _WHO.get() == "the process"))
+        if request == "mark":  # in the process's own task: its context
+            _WHO.set("the process")
+            return "marked"
+        if request == "release":
+            for held in self.held:
+                held.reply("released")
+            return "ok"
+        if request == "seen":
+            return list(self.seen)
+        return ("mailbox", request)
+
+    async def handle_cast(self, message: Any) -> None:
+        self.seen.append(("cast", message, True))
+
+
+async def test_an_idle_process_answers_in_the_calling_task_through_handle_call_now(autojump_clock: Any) -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(AtOnce)
+        assert await h.call("mark") == "marked"
+        _WHO.set("the caller")
+        me = trio.lowlevel.current_task().name
+        assert await start_call(h, "now", 5) == ("now", me)  # the caller's task, the process's context
+        assert await h.call("other") == ("mailbox", "other")  # declined (and Handle.call always queues)
+        assert await start_call(h, "other", 5) == ("mailbox", "other")  # declined: through the mailbox
+
+        # Deferred: the reply comes later, from another call; a timeout still applies.
+        async with trio.open_nursery() as nursery:
+            got: list[Any] = []
+
+            async def wait_later() -> None:
+                got.append(await start_call(h, "later", 5))
+
+            nursery.start_soon(wait_later)
+            await settle()
+            assert await h.call("release") == "ok"
+        assert got == ["released"]
+        with pytest.raises(condukt.CallTimeout):
+            await start_call(h, "later", 1)
+
+        # Busy (a message queued before the call): the call waits its turn in the mailbox, in order.
+        h.cast_nowait("first")
+        assert await start_call(h, "now", 5) == ("mailbox", "now")
+        seen = await h.call("seen")
+        assert ("cast", "first", True) in seen
+        assert seen.index(("cast", "first", True)) < seen.index(("mailbox", "now", True))
+        assert all(in_process_context for how, request, in_process_context in seen if request != "mark")
+
+        # The callback form takes the same path.
+        answers: list[Any] = []
+        await settle()
+        assert call_with_callback(h, "now", None, answers.append) is not None
+        assert answers == [outcome.Value(("now", me))]
+
+
+async def test_a_crash_in_handle_call_now_crashes_the_process_and_the_caller_gets_call_error() -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(AtOnce)
+        await settle()  # idle
+        with pytest.raises(condukt.CallError):
+            await start_call(h, "crash", 5)
+        reason = await h.wait()
+        assert isinstance(reason, Boom) and str(reason) == "in handle_call_now"

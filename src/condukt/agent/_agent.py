@@ -179,6 +179,16 @@ class Agent(Server):
         """Whether the exit has work: capabilities to stop, queued streams to end, or a user ``terminate``."""
         return self.__session._needs_stop() or type(self).terminate is not Agent.terminate
 
+    def handle_call_now(self, request: Any, caller: Caller) -> Any:
+        """A run asked of an idle agent starts at once, in the caller's task (see ``Server.handle_call_now``).
+
+        Only for :meth:`handle_call`'s own handling of runs: a subclass that
+        overrides ``handle_call`` gets every call through its mailbox.
+        """
+        if type(request) is RunRequest and type(self).handle_call is Agent.handle_call:
+            return self.__session._submit_run(request, caller)
+        return NotImplemented
+
     async def handle_call(self, request: Any, caller: Caller) -> Any:
         """The agent's protocol (run, abort, steer...); other calls go to ``Server``.
 

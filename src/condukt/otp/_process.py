@@ -173,6 +173,98 @@ class _CallbackCaller(Caller):
         self._deliver(result)
 
 
+class _DirectCaller(_TaskCaller):
+    """The caller of a call the idle process handles in the calling task (:meth:`Server.handle_call_now`).
+
+    An answer given before the task parks is kept for it (rescheduling a
+    task that runs is not allowed); after that, as :class:`_TaskCaller`.
+    """
+
+    __slots__ = ("_early", "_waiting")
+
+    def __init__(self, task: Task, target: Process, timeout: float | None) -> None:
+        super().__init__(task, target, timeout)
+        self._early: outcome.Outcome[Any] | None = None
+        self._waiting = False
+
+    def _settle(self, result: outcome.Outcome[Any]) -> None:
+        if self._waiting:
+            reschedule(self._task, result)
+        else:
+            self._early = result
+
+
+def _takes_calls_now(proc: Process) -> bool:
+    """Whether ``proc`` is idle (parked on an empty mailbox, not exiting) and its server has ``handle_call_now``."""
+    server = proc._server
+    return (
+        proc._parked
+        and not proc._mailbox
+        and proc._stop is None
+        and proc._pending is None
+        and server is not None
+        and type(server).handle_call_now is not Server.handle_call_now
+    )
+
+
+def _handle_now(proc: Process, request: Any, caller: Caller) -> Any:
+    """Run the idle process's ``handle_call_now`` for ``request`` here, in the process's context.
+
+    Returns what it returns (``NotImplemented``: the call goes through the
+    mailbox after all). An exception crashes the process as one from
+    ``handle_call`` would, and the call is left for the exit to fail
+    (:class:`CallError`).
+    """
+    server = proc._server
+    task = proc._task
+    assert server is not None and task is not None
+    proc._current = caller
+    try:
+        reply = task.context.run(server.handle_call_now, request, caller)
+    except Exception as exc:  # noqa: BLE001  # the process crashes, as in its own task
+        proc._current = None
+        if not caller._state:
+            _defer(proc, caller)
+        proc._crashed(exc)
+        proc._wake()
+        return NO_REPLY
+    proc._current = None
+    if proc._stop is not None or proc._pending is not None:
+        proc._wake()  # it asked to stop or started tasks before its nursery: the process acts on it
+    return reply
+
+
+def _defer(proc: Process, caller: Caller) -> None:
+    deferred = proc._deferred
+    if deferred is None:
+        deferred = proc._deferred = set()
+    deferred.add(caller)
+
+
+async def _answered_at_once(result: outcome.Outcome[Any]) -> Any:
+    await trio.lowlevel.cancel_shielded_checkpoint()  # an await of a call is a checkpoint, answered or not
+    return result.unwrap()
+
+
+def _call_now(proc: Process, task: Task, request: Any, timeout: float | None, deadline: float) -> Awaitable[Any] | None:
+    """The call answered or started by the idle process's ``handle_call_now``; ``None`` if it declined."""
+    caller = _DirectCaller(task, proc, timeout)
+    reply = _handle_now(proc, request, caller)
+    if reply is NotImplemented:
+        return None
+    if reply is not NO_REPLY:
+        caller.reply(reply)
+    early = caller._early
+    if early is not None:
+        return _answered_at_once(early)
+    if not caller._state:
+        _defer(proc, caller)
+        if timeout is not None:
+            proc._handle._node._timers.schedule(deadline, caller)
+    caller._waiting = True
+    return wait_task_rescheduled(caller)
+
+
 def _post_call(
     proc: Process, mailbox: deque[Any], task: Task, request: Any, timeout: float | None, deadline: float
 ) -> Callable[[Any], Abort]:
@@ -195,6 +287,10 @@ def start_call(handle: Handle, request: Any, timeout: float | None) -> Awaitable
             mailbox = proc._mailbox = deque()
         if task is not proc._task and task is not proc._init_task and len(mailbox) < proc._capacity:
             deadline = math.inf if timeout is None else trio.current_time() + timeout
+            if proc._parked and not mailbox and _takes_calls_now(proc):
+                answer = _call_now(proc, task, request, timeout, deadline)
+                if answer is not None:
+                    return answer
             return wait_task_rescheduled(_post_call(proc, mailbox, task, request, timeout, deadline))
     return handle.call(request, timeout)  # the cases that raise or wait for room, as ``call`` has them
 
@@ -212,6 +308,16 @@ def call_with_callback(
     elif len(mailbox) >= proc._capacity:
         return None
     caller = _CallbackCaller(proc, timeout, deliver)
+    if proc._parked and not mailbox and _takes_calls_now(proc):
+        reply = _handle_now(proc, request, caller)
+        if reply is not NotImplemented:
+            if reply is not NO_REPLY:
+                caller.reply(reply)
+            elif not caller._state:
+                _defer(proc, caller)
+                if timeout is not None:
+                    handle._node._timers.schedule(trio.current_time() + timeout, caller)
+            return caller._finish
     mailbox.append((_CALL, request, caller))
     proc._wake()
     if timeout is not None:
@@ -1233,6 +1339,28 @@ class Server:
                 f"{type(self).__name__}.init() takes no arguments; "
                 f"override init to accept {args!r} {kwargs!r}"
             )
+
+    def handle_call_now(self, request: Any, caller: Caller) -> Any:
+        """Optionally answer (or start answering) a call at once, in the calling task, while the process is idle.
+
+        Not in OTP: a fast path for calls a server handles without waiting.
+        When the process is parked on an empty mailbox (nothing before the
+        call, nothing running), :func:`condukt.otp.lowlevel.start_call` and
+        :func:`~condukt.otp.lowlevel.call_with_callback` call this instead of
+        queueing the request for the process's task, which saves that task a
+        scheduling round per call. It runs in the process's context
+        variables, synchronously: return the reply, :data:`NO_REPLY` (answer
+        later through ``caller``), or ``NotImplemented`` to take the mailbox
+        path (the default, for every request). It must not block; an
+        exception crashes the process, as one from :meth:`handle_call` does.
+        ``trio.lowlevel.current_task()`` is the caller's task (or none, from
+        a guest run's host loop), not the process's.
+
+        Measured (callgrind, an agent's run on a running agent, which
+        :class:`condukt.Agent` starts this way): 342k instructions per run
+        through the mailbox, 297k this way.
+        """
+        return NotImplemented
 
     async def handle_call(self, request: Any, caller: Caller) -> Any:
         """Answer a :meth:`Handle.call`. The default crashes, as OTP does for an unknown call.
