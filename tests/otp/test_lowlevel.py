@@ -443,3 +443,31 @@ async def test_a_crash_in_handle_call_now_crashes_the_process_and_the_caller_get
             await start_call(h, "crash", 5)
         reason = await h.wait()
         assert isinstance(reason, Boom) and str(reason) == "in handle_call_now"
+
+
+class Reentrant(condukt.Server):
+    """Its handle_call_now calls its own process with a callback: that call must wait in the mailbox."""
+
+    async def init(self) -> None:
+        self.order: list[str] = []
+        self.inner: list[Any] = []
+
+    def handle_call_now(self, request: Any, caller: Any) -> Any:
+        if request == "outer":
+            self.order.append("outer starts")
+            call_with_callback(self.handle, "inner", None, self.inner.append)
+            self.order.append("outer ends")
+            return "outer"
+        return NotImplemented
+
+    async def handle_call(self, request: Any, caller: Any) -> Any:
+        self.order.append(request)
+        return list(self.order) if request == "order" else request
+
+
+async def test_a_call_made_from_inside_handle_call_now_waits_in_the_mailbox() -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(Reentrant)
+        await settle()
+        assert await start_call(h, "outer", 5) == "outer"
+        assert await h.call("order") == ["outer starts", "outer ends", "inner", "order"]

@@ -200,6 +200,7 @@ def _takes_calls_now(proc: Process) -> bool:
     return (
         proc._parked
         and not proc._mailbox
+        and proc._current is None  # not from inside a handle_call_now: one callback at a time
         and proc._stop is None
         and proc._pending is None
         and server is not None
@@ -1344,8 +1345,8 @@ class Server:
         """Optionally answer (or start answering) a call at once, in the calling task, while the process is idle.
 
         Not in OTP: a fast path for calls a server handles without waiting.
-        When the process is parked on an empty mailbox (nothing before the
-        call, nothing running), :func:`condukt.otp.lowlevel.start_call` and
+        When the process is parked on an empty mailbox (nothing queued before
+        the call, no callback running), :func:`condukt.otp.lowlevel.start_call` and
         :func:`~condukt.otp.lowlevel.call_with_callback` call this instead of
         queueing the request for the process's task, which saves that task a
         scheduling round per call. It runs in the process's context
@@ -1358,7 +1359,7 @@ class Server:
 
         Measured (callgrind, an agent's run on a running agent, which
         :class:`condukt.Agent` starts this way): 342k instructions per run
-        through the mailbox, 297k this way.
+        through the mailbox, 307k this way (docs/benchmarks.md).
         """
         return NotImplemented
 
