@@ -78,7 +78,10 @@ def call_with_callback(
     skips it if it has not started on it; a later answer is dropped, and
     ``deliver`` is not called), or ``None`` when the mailbox is full: then
     nothing was sent; wait for room with :meth:`Handle.call`. Raises
-    :class:`NoProc` if the process is not alive.
+    :class:`NoProc` if the process is not alive. An idle process whose
+    server has :meth:`~condukt.Server.handle_call_now` handles the request
+    right here, in this call (``deliver`` may then be called before this
+    returns).
 
     Measured in one trio run on the loaded 2-core test machine (trio
     0.35): answering a call through a task spawned for it, in a cancel
@@ -101,7 +104,9 @@ def start_call(handle: Handle, request: Any, timeout: float | None = 5.0) -> Awa
     the result, and await it at once: the request is sent, and the reply
     addressed to the current task, when it is called. (Not for
     ``nursery.start_soon(start_call, ...)``: that calls it in the parent
-    task; use :meth:`Handle.call` there.)
+    task; use :meth:`Handle.call` there.) An idle process whose server has
+    :meth:`~condukt.Server.handle_call_now` handles the request right here,
+    in the calling task.
     """
     return _start_call(handle, request, timeout)
 
