@@ -299,6 +299,24 @@ async def test_cancelling_the_caller_aborts_the_run(autojump_clock: trio.abc.Clo
         assert await agent.run("again") == "next run"
 
 
+async def test_a_caller_cancelled_before_it_runs_starts_no_run(autojump_clock: trio.abc.Clock) -> None:
+    """A run asked from an already cancelled task never starts (no events, no model request, no last result)."""
+    log: list[Any] = []
+    model = ScriptedModel([reply("never"), reply("next run")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, log=log)
+        await trio.testing.wait_all_tasks_blocked()  # idle
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await agent.run("too late")
+        assert scope.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
+        assert log == []
+        assert await agent.last_result() is None
+        assert model.remaining == 2
+        assert await agent.run("again") == "never"
+
+
 # ---------------------------------------------------------------- model errors
 
 

@@ -204,6 +204,9 @@ class AgentHandle(Handle):
         """
         request = _request(prompt, timeout, max_turns, images, output, input, input_schema, on_event)
         self._refuse_inside_own_run("run()")
+        # A cancelled caller starts nothing: an idle agent would start the run
+        # right here (``handle_call_now``), where the mailbox skips a withdrawn call.
+        await trio.lowlevel.checkpoint_if_cancelled()
         try:
             return await start_call(self, request, None)  # self.call, a coroutine frame less
         except trio.Cancelled:

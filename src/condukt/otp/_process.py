@@ -1354,6 +1354,12 @@ class Server:
         later through ``caller``), or ``NotImplemented`` to take the mailbox
         path (the default, for every request). It must not block; an
         exception crashes the process, as one from :meth:`handle_call` does.
+        It runs even if the calling task is already cancelled (where the
+        mailbox would skip the withdrawn call): a handle method whose call
+        starts work checks first, as ``AgentHandle.run`` does with
+        ``trio.lowlevel.checkpoint_if_cancelled()`` (checking here with
+        ``trio.current_effective_deadline()``, which walks every enclosing
+        cancel scope, measured +13.9k instructions per agent run, 4.5%).
         ``trio.lowlevel.current_task()`` is the caller's task (or none, from
         a guest run's host loop), not the process's.
 

@@ -71,7 +71,9 @@ def call_with_callback(
     the node's trio run, with an :class:`outcome.Value` of the reply or an
     :class:`outcome.Error` (:class:`CallTimeout` after ``timeout`` seconds,
     :class:`CallError` if the process exits first, whatever the server
-    passed to ``caller.reply_error``). It must not block or raise.
+    passed to ``caller.reply_error``). It must not block or raise. It may
+    be called before this function returns (an idle process whose
+    ``Server.handle_call_now`` answers at once).
 
     Call it from the node's trio thread (a task or a ``run_sync_soon``
     callback). Returns a function that withdraws the request (the server
