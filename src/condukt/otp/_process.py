@@ -229,7 +229,8 @@ def _handle_now(proc: Process, request: Any, caller: Caller) -> Any:
         proc._crashed(exc)
         proc._wake()
         return NO_REPLY
-    proc._current = None
+    finally:
+        proc._current = None  # also past a KeyboardInterrupt: no callback runs any more
     if proc._stop is not None or proc._pending is not None:
         proc._wake()  # it asked to stop or started tasks before its nursery: the process acts on it
     return reply
