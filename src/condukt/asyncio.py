@@ -231,7 +231,7 @@ class _LingerClock(trio.abc.Clock):
     answer (the next ``await`` of a sequential loop) enters trio with no
     thread hand-off, and the tick it lands in runs that call's work. Waking
     a task kept runnable for those ticks did the same with a task step per
-    answer, about 3% of an agent run's instructions (callgrind,
+    answer, about 6% of an agent run's instructions (390.6k against 368.0k, callgrind,
     benchmarks/embedding.py's workload, docs/benchmarks.md).
     """
 

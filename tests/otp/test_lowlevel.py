@@ -165,9 +165,6 @@ class Answers(condukt.Server):
         if request == "hold":
             self.held.append(caller)
             return condukt.NO_REPLY
-        if request == "mark":  # in the process's own task: its context
-            _WHO.set("the process")
-            return "marked"
         if request == "release":
             for held in self.held:
                 held.reply("released")
