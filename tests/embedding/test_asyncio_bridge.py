@@ -600,7 +600,7 @@ def test_agent_runs_from_asyncio_take_no_more_trio_ticks_than_from_trio() -> Non
     texts, ticks = asyncio.run(from_asyncio())
     assert texts == trio_texts == ["done"] * runs
     assert all(timeout == 0 for timeout in ticks)  # trio never went idle (no thread hand-off) between the runs
-    assert len(ticks) < len(trio_ticks)  # a trio caller's own step is a tick per run; asyncio's needs none
+    assert len(ticks) <= len(trio_ticks)  # one tick per run either way (a trio caller runs it in its own task)
 
 
 def test_runs_queued_on_a_busy_agent_from_asyncio_run_in_order(mode: str) -> None:

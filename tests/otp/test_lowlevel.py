@@ -468,3 +468,150 @@ async def test_a_call_made_from_inside_handle_call_now_waits_in_the_mailbox() ->
         await settle()
         assert await start_call(h, "outer", 5) == "outer"
         assert await h.call("order") == ["outer starts", "outer ends", "inner", "order"]
+
+
+class Hosting(condukt.Server):
+    """Hosts "work" in its caller's task (``Caller.host``): it sleeps until released, then replies."""
+
+    async def init(self) -> None:
+        self.log: list[Any] = []
+        self.release = trio.Event()
+        self.can_host: list[bool] = []
+
+    def handle_call_now(self, request: Any, caller: Any) -> Any:
+        self.can_host.append(caller.can_host)
+        if request == "work" and caller.can_host:
+            caller.host(lambda: self._work(caller), lambda: self.log.append("cancel asked"))
+            return condukt.NO_REPLY
+        if request == "boom" and caller.can_host:
+            caller.host(self._boom, lambda: None)
+            return condukt.NO_REPLY
+        return NotImplemented
+
+    async def _work(self, caller: Any) -> None:
+        process = process_of(self.handle)
+        assert process is not None
+        self.log.append(("work starts", trio.lowlevel.current_task().name, _WHO.get()))
+        try:
+            with trio.CancelScope() as scope:
+                self.scope = scope
+                await self.release.wait()
+        except trio.Cancelled:
+            self.log.append(("caller cancelled", process.exiting))
+            raise
+        if scope.cancelled_caught:
+            self.log.append(("stopped by the process", process.exiting))
+            return
+        caller.reply("done")
+
+    async def _boom(self) -> None:
+        await trio.lowlevel.checkpoint()
+        raise Boom("in hosted work")
+
+    async def handle_call(self, request: Any, caller: Any) -> Any:
+        if request == "mark":
+            _WHO.set("the process")
+            return "marked"
+        if request == "work":
+            with pytest.raises(RuntimeError, match="cannot host"):
+                caller.host(self._boom, lambda: None)
+            return "through the mailbox"
+        return request
+
+    async def terminate(self, reason: Any) -> None:
+        self.log.append(("terminate", reason))
+
+
+class _CancelsScope(Hosting):
+    """Its ``cancel`` cancels the work's scope, as a behaviour's must."""
+
+    def handle_call_now(self, request: Any, caller: Any) -> Any:
+        if request == "work" and caller.can_host:
+            def cancel() -> None:
+                self.log.append("cancel asked")
+                self.scope.cancel()
+
+            caller.host(lambda: self._work(caller), cancel)
+            return condukt.NO_REPLY
+        return super().handle_call_now(request, caller)
+
+
+async def test_hosted_work_runs_in_the_callers_task_with_the_process_context(autojump_clock: Any) -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(Hosting)
+        assert await h.call("mark") == "marked"
+        server = server_of(h)
+        assert isinstance(server, Hosting)
+        _WHO.set("the caller")
+        server.release.set()
+        assert await start_call(h, "work", None) == "done"
+        me = trio.lowlevel.current_task().name
+        assert server.log == [("work starts", me, "the process")]
+        assert _WHO.get() == "the caller"  # the work's context is the process's (a copy), not the caller's
+
+        # Only for a task that waits without a timeout, in handle_call_now: else through the mailbox.
+        assert await start_call(h, "work", 5) == "through the mailbox"
+        assert await h.call("work") == "through the mailbox"  # handle_call: host() raises
+        answers: list[Any] = []
+        await settle()
+        call_with_callback(h, "work", None, answers.append)
+        await settle()
+        assert answers == [outcome.Value("through the mailbox")]
+        assert server.can_host == [True, False, False]
+
+
+async def test_a_cancelled_caller_cancels_its_hosted_work_and_the_process_serves_on(autojump_clock: Any) -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(Hosting)
+        await settle()
+        server = server_of(h)
+        assert isinstance(server, Hosting)
+        with trio.move_on_after(1) as scope:
+            await start_call(h, "work", None)
+        assert scope.cancelled_caught
+        assert server.log[-1] == ("caller cancelled", False)  # its caller's cancellation, not the process's
+        assert await h.call("ping") == "ping"
+        server.release.set()
+        assert await start_call(h, "work", None) == "done"
+
+
+async def test_a_process_that_exits_cancels_its_hosted_work_and_waits_for_it_before_terminate(
+    autojump_clock: Any,
+) -> None:
+    async with condukt.open_node() as node:
+        for how in ("stop", "kill"):
+            h = await node.spawn(_CancelsScope)
+            await settle()
+            server = server_of(h)
+            assert isinstance(server, Hosting)
+            async with trio.open_nursery() as nursery:
+                errors: list[BaseException] = []
+
+                async def caller(h: condukt.Handle, errors: list[BaseException]) -> None:
+                    try:
+                        await start_call(h, "work", None)
+                    except condukt.CallError as exc:
+                        errors.append(exc)
+
+                nursery.start_soon(caller, h, errors)
+                await settle()
+                if how == "stop":
+                    await h.stop("shutdown")
+                else:
+                    h.kill()
+                    await h.wait()
+            assert len(errors) == 1  # the caller learns the process exited
+            expected = ["cancel asked", ("stopped by the process", True)]
+            if how == "stop":
+                expected.append(("terminate", "shutdown"))  # after the work ended
+            assert server.log[1:] == expected
+
+
+async def test_an_exception_in_hosted_work_crashes_the_process() -> None:
+    async with condukt.open_node() as node:
+        h = await node.spawn(Hosting)
+        await settle()
+        with pytest.raises(condukt.CallError):
+            await start_call(h, "boom", None)
+        reason = await h.wait()
+        assert isinstance(reason, Boom) and str(reason) == "in hosted work"

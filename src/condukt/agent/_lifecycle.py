@@ -72,7 +72,18 @@ class _Operation:
 class Lifecycle:
     """The state machine of one agent process (see the module docstring)."""
 
-    __slots__ = ("_guarding", "_next", "_worker", "current", "follow_ups", "queue", "session", "state")
+    __slots__ = (
+        "_depth",
+        "_guarding",
+        "_next",
+        "_settling",
+        "_worker",
+        "current",
+        "follow_ups",
+        "queue",
+        "session",
+        "state",
+    )
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -91,6 +102,10 @@ class Lifecycle:
         # keeps a task and its frames alive in every agent that ever ran:
         # more memory, and more for the cyclic GC to walk at scale.)
         self._worker: Task | None = None
+        # Nurseries the worker had open before its job (a caller hosting its run may have some).
+        self._depth = 0
+        # The shielded scope a hosted run settles in, while it does (the process's exit cancels it).
+        self._settling: trio.CancelScope | None = None
         self._next: Run | _Operation | None = None
 
     # ------------------------------------------------------------------ requests
@@ -202,7 +217,13 @@ class Lifecycle:
         self._next = job
         if self._worker is None:  # else the worker is between jobs and takes this one next
             self._worker = _STARTING
-            self.session.agent.start_soon(self._work)
+            caller = job.caller if type(job) is Run else None
+            if caller is not None and caller.can_host:
+                # A run asked of an idle agent by a task that waits for it: that
+                # task runs it (no worker task to start, no switch to it and back).
+                caller.host(self._hosted_job, self._cancel_hosted)
+            else:
+                self.session.agent.start_soon(self._work)
 
     def _to_finishing(self, run: Run, failure: BaseException | None) -> None:
         self.state = State.FINISHING
@@ -261,6 +282,7 @@ class Lifecycle:
         coroutine less per run (and one object less per run in flight).
         """
         self._worker = current_task()
+        self._depth = 0
         session = self.session
         while True:
             job = self._next
@@ -274,22 +296,80 @@ class Lifecycle:
             run: Run = job
             try:
                 value, failure = await run_turns(session, run)
-                self._to_finishing(run, failure)
-                await session._settle(run, value, failure)
+                await self._conclude(run, value, failure)
             finally:
                 if run.sink is not None:
                     run.sink.close()
-            caller = run.caller
-            if caller is not None:
-                if failure is None:
-                    caller.reply(value)
-                else:
-                    caller.reply_error(failure)
-            for waiter in run.abort_waiters:
-                waiter.reply(True)
             # Nothing of a finished run stays alive in the worker's frame while the next job runs.
-            job = run = value = failure = caller = None  # type: ignore[assignment]
+            job = run = value = failure = None  # type: ignore[assignment]
             self._to_idle()
+
+    async def _hosted_job(self) -> None:
+        """The run of a caller that waits for it, in the caller's task (``Caller.host``); that job only.
+
+        The jobs queued behind it get a worker task of their own. The
+        caller's cancellation reaches the run as ``trio.Cancelled`` from the
+        caller's scopes: the loop takes that as an abort (the history rolls
+        back, ``Done("aborted")`` is delivered, shielded) and it propagates.
+        A cancellation because the process exits ends it as it would end a
+        worker: at once.
+        """
+        worker = self._worker = current_task()
+        self._depth = len(worker.child_nurseries)
+        run: Run = self._next  # type: ignore[assignment]  # hosting is only offered for runs
+        self._next = None
+        run.hosted = True
+        session = self.session
+        try:
+            value, failure = await run_turns(session, run)
+        except trio.Cancelled:
+            if run.aborted:  # the caller left (``run_turns`` rolled the history back)
+                await self._settle_shielded(run, None, Aborted("run aborted"))
+            raise
+        if run.ending:
+            return
+        if session._settle_waits(run):  # its caller may leave meanwhile: the run still settles
+            await self._settle_shielded(run, value, failure)
+        else:
+            await self._conclude(run, value, failure)  # nothing in it waits: nothing can cancel it
+            self._worker = None
+            self._to_idle()
+
+    async def _settle_shielded(self, run: Run, value: Any, failure: BaseException | None) -> None:
+        """Conclude a hosted run whatever its caller does; only the process's exit cuts it short."""
+        with trio.CancelScope(shield=True) as scope:
+            self._settling = scope
+            try:
+                await self._conclude(run, value, failure)
+            finally:
+                self._settling = None
+        if not run.ending:
+            self._worker = None
+            self._to_idle()
+
+    def _cancel_hosted(self) -> None:
+        """The process exits during a hosted run (``Caller.host``): end it now, without settling it."""
+        run = self.current
+        if run is None:
+            return
+        run.end()
+        if self._settling is not None:
+            self._settling.cancel()
+
+    async def _conclude(self, run: Run, value: Any, failure: BaseException | None) -> None:
+        """After the loop: settle the run (``Done`` last), then answer its caller and its abort waiters."""
+        self._to_finishing(run, failure)
+        await self.session._settle(run, value, failure)
+        if run.sink is not None:
+            run.sink.close()
+        caller = run.caller
+        if caller is not None:
+            if failure is None:
+                caller.reply(value)
+            else:
+                caller.reply_error(failure)
+        for waiter in run.abort_waiters:
+            waiter.reply(True)
 
     def runs_in(self, task: Task) -> bool:
         """Whether ``task`` is this agent's worker or one of its descendants (a tool, a callback's task).
@@ -305,7 +385,13 @@ class Lifecycle:
             if current is worker:
                 return True
             nursery = current.parent_nursery
-            current = nursery.parent_task if nursery is not None else None
+            if nursery is None:
+                return False
+            current = nursery.parent_task
+            if current is worker and self._depth:
+                # A caller hosting its run: only the nurseries the run opened
+                # hold its tasks (not the ones the caller had open around it).
+                return nursery in worker.child_nurseries[self._depth :]
         return False
 
     async def _operation_job(self, operation: _Operation) -> None:

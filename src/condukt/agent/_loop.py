@@ -62,7 +62,7 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     # manager in trio); an abort that came before the start cancels it at once.
     timeout = run.timeout
     scope = run.scope = trio.CancelScope(deadline=run.started_at + timeout if timeout is not None else math.inf)
-    if run.aborted:
+    if run.aborted or run.ending:
         scope.cancel()
     with scope:
         try:
@@ -123,6 +123,15 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                 value = await review(run, value)
         except (AgentError, ModelError) as exc:
             failure = exc
+        except trio.Cancelled:
+            if run.hosted and not scope.cancel_called and session._caller_left(run):
+                # Its caller was cancelled: for a run the caller's own task
+                # hosts, that is the abort (see ``Lifecycle._hosted_job``).
+                run.aborted = True
+                _roll_back(session, run, committed)
+            raise
+    if run.ending:  # the process exits (a hosted run): the history stays, as a cancelled worker leaves it
+        return None, None
     if run.aborted:  # also when it was too quick to reach a checkpoint after the abort
         failure = Aborted("run aborted")
     elif scope.cancelled_caught:

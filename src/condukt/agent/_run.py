@@ -58,7 +58,9 @@ class Run:
         "abort_waiters",
         "aborted",
         "caller",
+        "ending",
         "hooks",
+        "hosted",
         "id",
         "images",
         "max_turns",
@@ -97,6 +99,10 @@ class Run:
         self.timeout: float | None = request.timeout
         self.max_turns = request.max_turns
         self.caller = caller
+        #: Whether the caller's task runs it (``Caller.host``): its cancellation then aborts the run there.
+        self.hosted = False
+        #: Set when the process exits during a hosted run: it ends at once, as a cancelled worker would.
+        self.ending = False
         self.sink = request.sink
         self.on_event = request.on_event
         self.hooks = hooks
@@ -144,6 +150,12 @@ class Run:
         """Stop the run: its loop sees cancellation at the next checkpoint and fails with ``Aborted``."""
         self.aborted = True
         if self.scope is not _NOT_STARTED:  # else the start sees ``aborted``
+            self.scope.cancel()
+
+    def end(self) -> None:
+        """The process exits during the run its caller hosts: stop at the next checkpoint, settle nothing."""
+        self.ending = True
+        if self.scope is not _NOT_STARTED:  # else the start sees ``ending``
             self.scope.cancel()
 
     @property

@@ -23,6 +23,7 @@ from .. import telemetry
 from ..events import AgentEnd, AgentEvent, Done, Error, Event
 from ..messages import AssistantMessage, ImageBlock, Message, TextBlock, ToolDefinition, UserMessage
 from ..otp import NO_REPLY, Caller, ExitReason
+from ..otp.lowlevel import process_of
 from ..providers import Model, ModelRequest
 from ..secrets import NO_SECRETS, Secrets, resolve_secrets
 from ..sessions import RunCheckpoint
@@ -384,6 +385,16 @@ class Session:
             return await model.complete(request, emit)
 
         return send
+
+    def _caller_left(self, run: Run) -> bool:
+        """For a cancelled hosted run: whether its caller went away (else the process is exiting)."""
+        process = process_of(self.handle)
+        return process is not None and not process.exiting
+
+    def _settle_waits(self, run: Run) -> bool:
+        """Whether :meth:`_settle` awaits anything for ``run`` (hooks to run, listeners to tell)."""
+        hooks = run.hooks
+        return bool(hooks.after_run or hooks.history_changed) or self._listened(run)
 
     def _listened(self, run: Run) -> bool:
         """Whether anyone receives ``run``'s events (else per-call events need not be built)."""

@@ -39,6 +39,7 @@ from trio.lowlevel import (
 
 from ._current import current_node_var
 from ._errors import CallError, CallingSelf, CallTimeout, ConduktError, MailboxFull, NameTaken, NoProc
+from ._hosting import Hosted, in_context
 from ._signals import IGNORE, NO_REPLY, ChildExited, ChildStarted, Down, Exit, ExitReason, is_normal_exit
 from ._timers import Timed
 
@@ -101,6 +102,38 @@ class Caller(Timed):
     def pending(self) -> bool:
         """True until the call is answered, times out or is withdrawn."""
         return not self._state
+
+    @property
+    def can_host(self) -> bool:
+        """Whether :meth:`host` may be called: only in ``handle_call_now``, for a task that waits for the reply."""
+        return False
+
+    def host(self, work: Callable[[], Awaitable[Any]], cancel: Callable[[], None]) -> None:
+        """Have the calling task run ``await work()`` for the process once ``handle_call_now`` returns.
+
+        For a call whose answer needs awaited work (an agent's run): the
+        caller's task, which would only wait, does it, instead of a task the
+        process starts for it (see ``Server.handle_call_now``). The reply
+        still comes from :meth:`reply` or :meth:`reply_error`; the caller
+        waits for it after ``work`` returns if it has not come by then.
+
+        ``work`` runs in a copy of the process's context variables, as a
+        task of ``start_soon`` would. When the process exits it calls
+        ``cancel()`` (synchronously; :attr:`Process.exiting` is then true),
+        which must make ``work`` end soon (cancel the scopes it runs in),
+        and waits for ``work`` to end before ``terminate`` runs. An
+        exception escaping ``work`` crashes the process (the caller gets
+        :class:`CallError`). A cancellation of the calling task reaches
+        ``work`` as ``trio.Cancelled``, from the caller's own cancel scopes:
+        ``work`` may finish its bookkeeping (shielded) and must let it
+        propagate.
+
+        Raises ``RuntimeError`` unless :attr:`can_host`: outside
+        ``handle_call_now``, for a caller that is no waiting task (a
+        ``call_with_callback``), a call with a timeout, or while the
+        process already has hosted work.
+        """
+        raise RuntimeError(f"{self!r} cannot host work (see Caller.can_host)")
 
     def _finish(self) -> None:
         self._state = 1
@@ -180,12 +213,31 @@ class _DirectCaller(_TaskCaller):
     task that runs is not allowed); after that, as :class:`_TaskCaller`.
     """
 
-    __slots__ = ("_early", "_waiting")
+    __slots__ = ("_early", "_waiting", "_work")
 
     def __init__(self, task: Task, target: Process, timeout: float | None) -> None:
         super().__init__(task, target, timeout)
         self._early: outcome.Outcome[Any] | None = None
         self._waiting = False
+        self._work: tuple[Callable[[], Awaitable[Any]], Callable[[], None]] | None = None
+
+    @property
+    def can_host(self) -> bool:
+        """True inside the process's ``handle_call_now`` for this call, with no timeout and no other hosted work."""
+        target = self._target
+        return (
+            target._current is self
+            and target._hosted is None
+            and self._timeout is None
+            and self._work is None
+            and not self._state
+        )
+
+    def host(self, work: Callable[[], Awaitable[Any]], cancel: Callable[[], None]) -> None:
+        """See :meth:`Caller.host`."""
+        if not self.can_host:
+            super().host(work, cancel)
+        self._work = (work, cancel)
 
     def _settle(self, result: outcome.Outcome[Any]) -> None:
         if self._waiting:
@@ -256,6 +308,13 @@ def _call_now(proc: Process, task: Task, request: Any, timeout: float | None, de
         return None
     if reply is not NO_REPLY:
         caller.reply(reply)
+    work = caller._work
+    if work is not None:
+        caller._work = None
+        if proc._stop is None:  # else it crashed or stops: nothing to host
+            if not caller._state:
+                _defer(proc, caller)
+            return _run_hosted(proc, caller, *work)
     early = caller._early
     if early is not None:
         return _answered_at_once(early)
@@ -265,6 +324,38 @@ def _call_now(proc: Process, task: Task, request: Any, timeout: float | None, de
             proc._handle._node._timers.schedule(deadline, caller)
     caller._waiting = True
     return wait_task_rescheduled(caller)
+
+
+async def _run_hosted(
+    proc: Process, caller: _DirectCaller, work: Callable[[], Awaitable[Any]], cancel: Callable[[], None]
+) -> Any:
+    """Run the process's ``work`` in the calling task (see :meth:`Caller.host`), then await the reply."""
+    task = proc._task
+    assert task is not None
+    hosted = proc._hosted = Hosted(cancel)
+    steps = in_context(task.context.copy(), work())  # type: ignore[arg-type]
+    try:
+        await steps
+    except Exception as exc:  # as from a task of the process: it crashes
+        proc._crash_from_outside(exc)
+    except BaseException:  # the caller was cancelled: it withdraws the call
+        caller._finish()
+        raise
+    finally:
+        proc._hosted = None
+        waiter = hosted.waiter
+        if waiter is not None:  # the exiting process waits for the work to end
+            reschedule(waiter)
+    early = caller._early
+    if early is not None:
+        if not steps.yielded:
+            # Work that never waited (an in-process model): the call is still
+            # a schedule point, as every await of a call is (a loop of runs
+            # must let other tasks in); shielded, as the answer is in hand.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return early.unwrap()
+    caller._waiting = True
+    return await wait_task_rescheduled(caller)
 
 
 def _post_call(
@@ -675,6 +766,7 @@ class Process:
         "_exit_waiters",
         "_deferred",
         "_handle",
+        "_hosted",
         "_init_task",
         "_links",
         "_mailbox",
@@ -719,6 +811,8 @@ class Process:
         self._term_scope: trio.CancelScope | None = None
         self._stop: tuple[ExitReason, bool, float | None] | None = None
         self._current: Caller | None = None
+        #: Work a caller's task does for the process (``Caller.host``), while it runs.
+        self._hosted: Hosted | None = None
         self._deferred: set[Caller] | None = None
         self._monitors: dict[MonitorRef, None] | None = None
         self._links: set[Handle] | None = None
@@ -754,6 +848,16 @@ class Process:
         work on behalf of callers refuses new work once this is true.
         """
         return self._stop is not None and self._state != _DEAD
+
+    @property
+    def exiting(self) -> bool:
+        """True from the moment the process must exit, and after; unlike :attr:`stopping`, also once dead.
+
+        Work a caller hosts for the process (``Caller.host``) checks it when
+        cancelled: true, the process cancelled it; false, its caller did.
+        """
+        hosted = self._hosted
+        return self._stop is not None or self._state == _DEAD or (hosted is not None and hosted.cancelled)
 
     @property
     def mailbox_length(self) -> int:
@@ -947,6 +1051,8 @@ class Process:
                             stop = self._stop
                             assert stop is not None
                             reason = await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
+                            if self._hosted is not None:  # a kill: no terminate, which would have ended it
+                                await self._end_hosted()
                             self._exit(reason)
                             return
                 else:
@@ -977,6 +1083,8 @@ class Process:
                 return
             reason = await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
         finally:
+            if self._hosted is not None:  # a kill, a stop during init, an outer cancellation
+                await self._end_hosted()
             self._exit(reason, notify=notify)
 
     async def _main_supervising(self) -> tuple[ExitReason, bool]:
@@ -1010,6 +1118,31 @@ class Process:
                 nursery.cancel_scope.cancel()
         self._nursery = None
         return reason, True
+
+    def _crash_from_outside(self, exc: BaseException) -> None:
+        """Work the process's task does not run (hosted by a caller) raised ``exc``: the process crashes."""
+        stopping = self._stop is not None
+        self._crashed(exc)
+        if not stopping:
+            if self._parked:
+                self._wake()
+            elif self._scope is not None:
+                self._scope.cancel()
+
+    async def _end_hosted(self) -> None:
+        """Cancel the work a caller hosts for this exiting process, and wait until it has ended."""
+        hosted = self._hosted
+        if hosted is None:
+            return
+        if not hosted.cancelled:
+            hosted.cancelled = True
+            try:
+                hosted.cancel()
+            except Exception as exc:  # its owner's bug: the wait below still ends when the work does
+                logger.error("%r: cancelling hosted work failed", self._handle, exc_info=exc)
+        hosted.waiter = current_task()
+        with trio.CancelScope(shield=True):  # a kill included: the work must be over before the exit
+            await wait_task_rescheduled(_no_abort)
 
     def _open_scope(self) -> trio.CancelScope:
         """The process's cancel scope, made when its task starts (``nursery_at_start`` uses its nursery's)."""
@@ -1130,6 +1263,8 @@ class Process:
         return Abort.SUCCEEDED
 
     async def _terminate(self, reason: ExitReason, timeout: float | None) -> ExitReason:
+        if self._hosted is not None:
+            await self._end_hosted()
         server = self._server
         assert server is not None
         if not server.needs_terminate():
@@ -1214,6 +1349,10 @@ class Process:
                 reschedule(task)
         self._server = None
         self._boot_args = None
+
+
+def _no_abort(raise_cancel: Any) -> Abort:
+    return Abort.FAILED
 
 
 def _exit_handled(supervisor: Process, handle: Handle, reason: ExitReason, key: Any) -> bool:

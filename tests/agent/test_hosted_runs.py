@@ -1,0 +1,194 @@
+"""Runs an idle agent starts in its caller's task (``Caller.host``): the same behaviour as a run in a worker task.
+
+A run asked of an idle agent by a task that waits for it runs in that task
+(no worker task per run). Each test first lets the agent go idle, so the
+run takes that path, and checks what a user relies on either way.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import condukt
+from condukt.events import Done
+from condukt.messages import AssistantMessage, TextBlock, Usage
+from condukt.sessions import MemoryStore
+from condukt.testing import ScriptedModel, call, reply
+
+from .helpers import Recorder, Sleep, assert_consistent
+
+_WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+
+async def test_cancelling_the_caller_aborts_the_run_it_hosts(autojump_clock: trio.abc.Clock) -> None:
+    log: list[Any] = []
+    sleep = Sleep()
+    model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1}), reply("next run")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, tools=[sleep], log=log)
+        assert await agent.run("warm up") == "warm"
+        await trio.testing.wait_all_tasks_blocked()
+        history = await agent.history()
+        with trio.move_on_after(3) as scope:
+            await agent.run("hang")
+        assert scope.cancelled_caught
+        assert sleep.cancelled == 1  # the tool was cancelled with it
+        assert log[-1] == Done("aborted")  # delivered although its caller had left
+        assert not agent.running
+        assert await agent.history() == history  # no trace of the aborted prompt
+        last = await agent.last_result()
+        assert last is not None and last.status == "aborted"
+        assert await agent.run("again") == "next run"
+        assert_consistent(await agent.history())
+
+
+async def test_a_run_asked_beside_a_hosted_run_queues_behind_it(autojump_clock: trio.abc.Clock) -> None:
+    """A task started before the caller's run (a sibling in the caller's nursery) is not part of that run."""
+    model = ScriptedModel([reply("warm"), reply("first", delay=5), reply("second")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model)
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        answers: list[str] = []
+        async with trio.open_nursery() as nursery:
+
+            async def second() -> None:
+                await trio.sleep(1)  # the first run is in progress, in the parent task
+                answers.append(await agent.run("second"))
+
+            nursery.start_soon(second)
+            answers.append(await agent.run("first"))
+        assert answers == ["first", "second"]
+
+
+async def test_a_tool_of_a_hosted_run_cannot_wait_on_its_own_agent(autojump_clock: trio.abc.Clock) -> None:
+    seen: list[BaseException] = []
+
+    @condukt.tool
+    async def ask_myself(context: condukt.ToolContext) -> str:
+        """Ask this agent again (a deadlock if it waited)."""
+        try:
+            await context.agent.run("recursive")
+        except condukt.CallingSelf as exc:
+            seen.append(exc)
+        return "refused"
+
+    model = ScriptedModel([reply("warm"), call("ask_myself", {}), reply("done")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[ask_myself])
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        assert await agent.run("go") == "done"
+        assert len(seen) == 1
+
+
+async def test_stopping_an_agent_during_a_hosted_run(autojump_clock: trio.abc.Clock) -> None:
+    """The caller learns the agent exited; the tool is cancelled before ``terminate``; the checkpoint stays."""
+    order: list[str] = []
+    store = MemoryStore()
+
+    class Watched(condukt.Agent):
+        async def terminate(self, reason: condukt.ExitReason) -> None:
+            order.append("terminate")
+            await super().terminate(reason)
+
+    class Hang(Sleep):
+        async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+            try:
+                return await super().call(args, context)
+            finally:
+                order.append("tool ended")
+
+    model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1})])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Watched, model=model, tools=[Hang()], session_store=store, id="s1", resume=True)
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        errors: list[BaseException] = []
+        async with trio.open_nursery() as nursery:
+
+            async def caller() -> None:
+                try:
+                    await agent.run("hang")
+                except condukt.CallError as exc:
+                    errors.append(exc)
+
+            nursery.start_soon(caller)
+            await trio.sleep(1)
+            await agent.stop()
+        assert len(errors) == 1
+        assert order == ["tool ended", "terminate"]
+        snapshot = await store.load("s1")
+        assert snapshot is not None and snapshot.run is not None  # the run in flight, to resume after a restart
+
+
+async def test_a_run_that_crashes_in_the_callers_task_crashes_the_agent(autojump_clock: trio.abc.Clock) -> None:
+    class Broken(condukt.Agent):
+        async def handle_event(self, event: Any) -> None:
+            if type(event).__name__ == "TurnStart":
+                raise RuntimeError("a bug in the agent")
+
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Broken, model=ScriptedModel([reply("never")]))
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(condukt.CallError):
+            await agent.run("go")
+        reason = await agent.wait()
+        assert isinstance(reason, RuntimeError)
+
+
+class NeverWaits:
+    """An in-process model that answers without ever giving trio's scheduler a turn."""
+
+    name = "never-waits"
+
+    async def complete(self, request: condukt.ModelRequest, emit: Any) -> AssistantMessage:
+        return AssistantMessage((TextBlock("ok"),), Usage(1, 1), "end_turn")
+
+
+async def test_a_loop_of_runs_lets_other_tasks_run() -> None:
+    """Each ``await agent.run()`` is a schedule point, even when nothing in the run waits."""
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=NeverWaits())
+        await trio.testing.wait_all_tasks_blocked()
+        ticks = 0
+        async with trio.open_nursery() as nursery:
+
+            async def other() -> None:
+                nonlocal ticks
+                while True:
+                    ticks += 1
+                    await trio.lowlevel.checkpoint()
+
+            nursery.start_soon(other)
+            before = ticks
+            for _ in range(20):
+                await agent.run("go")
+            assert ticks - before >= 19
+            nursery.cancel_scope.cancel()
+
+
+async def test_tools_of_a_hosted_run_see_the_agents_context_not_the_callers() -> None:
+    """As in a worker task the agent starts: the agent's context variables, whoever calls."""
+    seen: list[str] = []
+
+    @condukt.tool
+    async def who() -> str:
+        """Report the context."""
+        seen.append(_WHO.get())
+        return "ok"
+
+    model = ScriptedModel([call("who", {}), reply("a"), call("who", {}), reply("b")])
+    async with condukt.open_node() as node:
+        _WHO.set("spawner")
+        agent = await node.spawn(condukt.Agent, model=model, tools=[who])
+        _WHO.set("caller")
+        assert await agent.run("through the mailbox") == "a"  # the first run: the agent is still starting
+        await trio.testing.wait_all_tasks_blocked()
+        assert await agent.run("hosted") == "b"
+        assert seen[0] == seen[1] != "caller"
