@@ -183,12 +183,15 @@ async def test_tools_of_a_hosted_run_see_the_agents_context_not_the_callers() ->
         seen.append(_WHO.get())
         return "ok"
 
-    model = ScriptedModel([call("who", {}), reply("a"), call("who", {}), reply("b")])
+    model = ScriptedModel([call("who", {}), reply("a"), call("who", {}), reply("b"), call("who", {}), reply("c")])
     async with condukt.open_node() as node:
         _WHO.set("spawner")
         agent = await node.spawn(condukt.Agent, model=model, tools=[who])
         _WHO.set("caller")
-        assert await agent.run("through the mailbox") == "a"  # the first run: the agent is still starting
+        assert await agent.run("at once") == "a"  # before the agent's task first ran
         await trio.testing.wait_all_tasks_blocked()
-        assert await agent.run("hosted") == "b"
-        assert seen[0] == seen[1] != "caller"
+        assert await agent.run("idle") == "b"  # the agent parked on its mailbox
+        async with agent.stream("in a worker task") as events:  # a stream's run has a task of its own
+            async for _ in events:
+                pass
+        assert seen == ["spawner"] * 3

@@ -615,3 +615,21 @@ async def test_an_exception_in_hosted_work_crashes_the_process() -> None:
             await start_call(h, "boom", None)
         reason = await h.wait()
         assert isinstance(reason, Boom) and str(reason) == "in hosted work"
+
+
+class NodeAware(condukt.Server):
+    def handle_call_now(self, request: Any, caller: Any) -> Any:
+        return (trio.lowlevel.current_task().name, condukt.otp.current_node(), _WHO.get())
+
+
+async def test_a_process_takes_calls_at_once_before_its_task_first_runs() -> None:
+    """Right after spawn (its task not started yet): in the caller's task, with the context the process starts with."""
+    async with condukt.open_node() as node, condukt.open_node() as other:
+        _WHO.set("spawner")
+        h = await node.spawn(NodeAware)
+        _WHO.set("caller")
+        me = trio.lowlevel.current_task().name
+        assert condukt.otp.current_node() is other  # the caller's node is another one
+        assert await start_call(h, "where", 5) == (me, node, "spawner")
+        await settle()  # its task ran and parked
+        assert await start_call(h, "where", 5) == (me, node, "spawner")

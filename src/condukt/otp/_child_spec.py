@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping
+from contextvars import copy_context
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import attrs
@@ -250,6 +251,10 @@ async def start_process(
         proc._exit("normal", notify=False)
         return handle
     proc._state = _RUNNING
+    # What its task will start with (the starter's context, on the process's
+    # node): calls it takes at once before that task first runs use it.
+    context = proc._context = copy_context()
+    context.run(current_node_var.set, node)
     try:
         nursery.start_soon(proc._main)
     except RuntimeError:

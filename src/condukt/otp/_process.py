@@ -22,6 +22,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
+from contextvars import Context
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import outcome
@@ -247,10 +248,11 @@ class _DirectCaller(_TaskCaller):
 
 
 def _takes_calls_now(proc: Process) -> bool:
-    """Whether ``proc`` is idle (parked on an empty mailbox, not exiting) and its server has ``handle_call_now``."""
+    """Whether ``proc`` is idle (parked on an empty mailbox, or started and its task not run yet; not exiting)
+    and its server has ``handle_call_now``."""
     server = proc._server
     return (
-        proc._parked
+        (proc._parked or proc._context is not None)
         and not proc._mailbox
         and proc._current is None  # not from inside a handle_call_now: one callback at a time
         and proc._stop is None
@@ -269,11 +271,10 @@ def _handle_now(proc: Process, request: Any, caller: Caller) -> Any:
     (:class:`CallError`).
     """
     server = proc._server
-    task = proc._task
-    assert server is not None and task is not None
+    assert server is not None
     proc._current = caller
     try:
-        reply = task.context.run(server.handle_call_now, request, caller)
+        reply = _context_of(proc).run(server.handle_call_now, request, caller)
     except Exception as exc:  # noqa: BLE001  # the process crashes, as in its own task
         proc._current = None
         if not caller._state:
@@ -286,6 +287,16 @@ def _handle_now(proc: Process, request: Any, caller: Caller) -> Any:
     if proc._stop is not None or proc._pending is not None:
         proc._wake()  # it asked to stop or started tasks before its nursery: the process acts on it
     return reply
+
+
+def _context_of(proc: Process) -> Context:
+    """The process's context variables: its task's, or before that task first runs, what it will start with."""
+    context = proc._context
+    if context is not None:
+        return context
+    task = proc._task
+    assert task is not None
+    return task.context
 
 
 def _defer(proc: Process, caller: Caller) -> None:
@@ -330,10 +341,8 @@ async def _run_hosted(
     proc: Process, caller: _DirectCaller, work: Callable[[], Awaitable[Any]], cancel: Callable[[], None]
 ) -> Any:
     """Run the process's ``work`` in the calling task (see :meth:`Caller.host`), then await the reply."""
-    task = proc._task
-    assert task is not None
     hosted = proc._hosted = Hosted(cancel)
-    steps = in_context(task.context.copy(), work())  # type: ignore[arg-type]
+    steps = in_context(_context_of(proc).copy(), work())  # type: ignore[arg-type]
     try:
         await steps
     except Exception as exc:  # as from a task of the process: it crashes
@@ -380,7 +389,7 @@ def start_call(handle: Handle, request: Any, timeout: float | None) -> Awaitable
             mailbox = proc._mailbox = deque()
         if task is not proc._task and task is not proc._init_task and len(mailbox) < proc._capacity:
             deadline = math.inf if timeout is None else trio.current_time() + timeout
-            if proc._parked and not mailbox and _takes_calls_now(proc):
+            if not mailbox and _takes_calls_now(proc):
                 answer = _call_now(proc, task, request, timeout, deadline)
                 if answer is not None:
                     return answer
@@ -401,7 +410,7 @@ def call_with_callback(
     elif len(mailbox) >= proc._capacity:
         return None
     caller = _CallbackCaller(proc, timeout, deliver)
-    if proc._parked and not mailbox and _takes_calls_now(proc):
+    if not mailbox and _takes_calls_now(proc):
         reply = _handle_now(proc, request, caller)
         if reply is not NotImplemented:
             if reply is not NO_REPLY:
@@ -762,6 +771,7 @@ class Process:
         "_boot_args",
         "_capacity",
         "_child_key",
+        "_context",
         "_current",
         "_exit_waiters",
         "_deferred",
@@ -804,6 +814,8 @@ class Process:
         self._mailbox: deque[tuple[int, Any, Caller | None]] | None = None
         self._room: ParkingLot | None = None
         self._task: Task | None = None
+        #: Between a start and the first step of the process's task: the context that task starts with.
+        self._context: Context | None = None
         self._init_task: Task | None = None
         self._parked = False
         # Made when the task starts (``_open_scope``, or the nursery's).
@@ -1015,6 +1027,7 @@ class Process:
         wake-ups passes one frame less.
         """
         self._task = current_task()
+        self._context = None
         # Whoever started it, a process and the tasks it starts are on its node.
         current_node_var.set(self._handle._node)
         reason: ExitReason = "killed"
