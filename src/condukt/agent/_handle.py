@@ -199,6 +199,8 @@ class AgentHandle(Handle):
         if the agent crashed, and :class:`~condukt.CallingSelf` when called
         from inside this agent's own run (it would wait for itself).
         Cancelling the caller aborts the run (or takes it out of the queue).
+        A run asked of an idle agent runs in the calling task (see
+        docs/agents.md): cancelled, it raises once the run has stopped.
         In every case the history holds only completed turns; a run that
         completed none leaves no trace of its prompt in it.
         """

@@ -14,6 +14,11 @@ job. Every transition is a method of :class:`Lifecycle` and happens in the
 agent process: the mailbox handler or the job's own task, never both at
 once (trio runs one task at a time, and the transitions never await).
 
+A job's task is a worker the agent starts, which runs job after job while
+any wait, or, for a run asked of an idle agent by a task that waits for it,
+that caller's own task (``Caller.host``): it runs that one job, and what
+queued meanwhile gets a worker.
+
 ``Done`` is delivered while the run is FINISHING, after the history is
 settled and saved; only then does the agent go IDLE and start the next job.
 So a caller that saw ``Done`` finds the agent's state complete, and a new
@@ -95,12 +100,13 @@ class Lifecycle:
         self.queue: deque[Run | _Operation] = _EMPTY
         self.follow_ups: deque[str] = _EMPTY
         self._guarding = False
-        # The job worker: a task started when the agent gets busy, which runs
-        # job after job while any wait and ends when the agent is idle again.
-        # (Keeping it parked between jobs measured ~7% cheaper for back-to-back
-        # runs on one agent, but ~7% dearer for spawn + run + stop, and it
-        # keeps a task and its frames alive in every agent that ever ran:
-        # more memory, and more for the cyclic GC to walk at scale.)
+        # The job's task: a worker started when the agent gets busy, which
+        # runs job after job while any wait and ends when the agent is idle
+        # again, or the task of a caller hosting its run (``_hosted_job``).
+        # (Keeping a worker parked between jobs measured ~7% cheaper for
+        # back-to-back runs on one agent, but ~7% dearer for spawn + run +
+        # stop, and it keeps a task and its frames alive in every agent that
+        # ever ran; hosting saves more, and keeps nothing.)
         self._worker: Task | None = None
         # Nurseries the worker had open before its job (a caller hosting its run may have some).
         self._depth = 0
@@ -296,10 +302,12 @@ class Lifecycle:
             run: Run = job
             try:
                 value, failure = await run_turns(session, run)
-                await self._conclude(run, value, failure)
+                self._to_finishing(run, failure)
+                await session._settle(run, value, failure)
             finally:
                 if run.sink is not None:
                     run.sink.close()
+            self._answer(run, value, failure)
             # Nothing of a finished run stays alive in the worker's frame while the next job runs.
             job = run = value = failure = None  # type: ignore[assignment]
             self._to_idle()
@@ -331,7 +339,9 @@ class Lifecycle:
         if session._settle_waits(run):  # its caller may leave meanwhile: the run still settles
             await self._settle_shielded(run, value, failure)
         else:
-            await self._conclude(run, value, failure)  # nothing in it waits: nothing can cancel it
+            self._to_finishing(run, failure)
+            await session._settle(run, value, failure)  # nothing in it waits: nothing can cancel it
+            self._answer(run, value, failure)
             self._worker = None
             self._to_idle()
 
@@ -340,7 +350,9 @@ class Lifecycle:
         with trio.CancelScope(shield=True) as scope:
             self._settling = scope
             try:
-                await self._conclude(run, value, failure)
+                self._to_finishing(run, failure)
+                await self.session._settle(run, value, failure)
+                self._answer(run, value, failure)
             finally:
                 self._settling = None
         if not run.ending:
@@ -356,12 +368,9 @@ class Lifecycle:
         if self._settling is not None:
             self._settling.cancel()
 
-    async def _conclude(self, run: Run, value: Any, failure: BaseException | None) -> None:
-        """After the loop: settle the run (``Done`` last), then answer its caller and its abort waiters."""
-        self._to_finishing(run, failure)
-        await self.session._settle(run, value, failure)
-        if run.sink is not None:
-            run.sink.close()
+    @staticmethod
+    def _answer(run: Run, value: Any, failure: BaseException | None) -> None:
+        """The run has settled (``Done`` delivered): answer its caller and its abort waiters."""
         caller = run.caller
         if caller is not None:
             if failure is None:
