@@ -192,3 +192,88 @@ async def test_tools_of_a_hosted_run_see_the_agents_context_not_the_callers() ->
         await trio.testing.wait_all_tasks_blocked()
         assert await agent.run("hosted") == "b"
         assert seen[0] == seen[1] != "caller"
+
+
+class Approved(Sleep):
+    """``sleep``, asking for approval first."""
+
+    requires_approval = True
+
+
+@pytest.mark.parametrize(
+    ("tool", "turn"),
+    [
+        (Sleep(), [call("sleep", {"seconds": -1, "label": "a"}), call("sleep", {"seconds": -1, "label": "b"})]),
+        (Approved(), call("sleep", {"seconds": 1})),  # the caller leaves while the call waits for approval
+    ],
+    ids=["parallel-calls", "approval"],
+)
+async def test_cancelling_the_caller_while_tool_calls_run_in_a_nursery_aborts_the_run(
+    autojump_clock: trio.abc.Clock, tool: condukt.Tool, turn: Any
+) -> None:
+    """The calls' nursery raises the caller's cancellation as a group: still the abort."""
+    log: list[Any] = []
+    model = ScriptedModel([reply("warm"), turn, reply("next run")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, tools=[tool], log=log, load_project_instructions=False)
+        assert await agent.run("warm up") == "warm"
+        await trio.testing.wait_all_tasks_blocked()
+        history = await agent.history()
+        with trio.move_on_after(3) as scope:
+            await agent.run("hang")
+        assert scope.cancelled_caught
+        assert log[-1] == Done("aborted")
+        assert not agent.running
+        assert await agent.history() == history
+        assert await agent.pending_approvals() == ()
+        with trio.fail_after(5):  # neither CallingSelf (the caller is no longer the run's task) nor a wait
+            assert await agent.run("again") == "next run"
+
+
+async def test_a_caller_whose_deadline_is_the_runs_timeout_aborts_the_run(autojump_clock: trio.abc.Clock) -> None:
+    """The run's scope and the caller's are cancelled at once: the caller's cancellation gets past the run's."""
+    log: list[Any] = []
+    model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1}), reply("next run")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, tools=[Sleep()], log=log)
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        history = await agent.history()
+        with trio.move_on_after(5) as scope:
+            await agent.run("hang", timeout=5)
+        assert scope.cancelled_caught
+        assert log[-1] == Done("aborted")
+        assert not agent.running
+        assert await agent.history() == history
+        with trio.fail_after(5):
+            assert await agent.run("again") == "next run"
+
+
+async def test_an_abort_and_the_callers_cancellation_at_once_roll_the_history_back(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    log: list[Any] = []
+    outer = trio.CancelScope()
+
+    @condukt.tool
+    async def quit_all(context: condukt.ToolContext) -> str:
+        """Abort the run, and its caller gives up too."""
+        assert await context.agent.abort()
+        outer.cancel()
+        await trio.sleep_forever()
+        return "never"
+
+    model = ScriptedModel([reply("warm"), call("quit_all", {}), reply("next run")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, tools=[quit_all], log=log)
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        history = await agent.history()
+        with outer:
+            await agent.run("go")
+        assert outer.cancelled_caught
+        assert log[-1] == Done("aborted")
+        assert await agent.history() == history  # no unanswered prompt left behind
+        with trio.fail_after(5):
+            assert await agent.run("again") == "next run"
+        assert_consistent(await agent.history())

@@ -34,7 +34,7 @@ from trio.lowlevel import Task, current_task
 from ..events import Done, Error
 from ..otp import NO_REPLY, Caller
 from ._errors import Aborted, Busy, NotRunning
-from ._loop import run_turns
+from ._loop import cancellation, run_turns
 from ._requests import RunRequest
 from ._run import Run
 
@@ -322,8 +322,8 @@ class Lifecycle:
         session = self.session
         try:
             value, failure = await run_turns(session, run)
-        except trio.Cancelled:
-            if run.aborted:  # the caller left (``run_turns`` rolled the history back)
+        except BaseException as exc:
+            if run.aborted and not run.ending and cancellation(exc):  # the caller left (the history is rolled back)
                 await self._settle_shielded(run, None, Aborted("run aborted"))
             raise
         if run.ending:
