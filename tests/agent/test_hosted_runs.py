@@ -38,6 +38,7 @@ async def test_cancelling_the_caller_aborts_the_run_it_hosts(autojump_clock: tri
             await agent.run("hang")
         assert scope.cancelled_caught
         assert sleep.cancelled == 1  # the tool was cancelled with it
+        await trio.testing.wait_all_tasks_blocked()  # the agent settles the run once its caller has left
         assert log[-1] == Done("aborted")  # delivered although its caller had left
         assert not agent.running
         assert await agent.history() == history  # no trace of the aborted prompt
@@ -222,6 +223,7 @@ async def test_cancelling_the_caller_while_tool_calls_run_in_a_nursery_aborts_th
         with trio.move_on_after(3) as scope:
             await agent.run("hang")
         assert scope.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
         assert log[-1] == Done("aborted")
         assert not agent.running
         assert await agent.history() == history
@@ -242,6 +244,7 @@ async def test_a_caller_whose_deadline_is_the_runs_timeout_aborts_the_run(autoju
         with trio.move_on_after(5) as scope:
             await agent.run("hang", timeout=5)
         assert scope.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
         assert log[-1] == Done("aborted")
         assert not agent.running
         assert await agent.history() == history
@@ -272,8 +275,49 @@ async def test_an_abort_and_the_callers_cancellation_at_once_roll_the_history_ba
         with outer:
             await agent.run("go")
         assert outer.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
         assert log[-1] == Done("aborted")
         assert await agent.history() == history  # no unanswered prompt left behind
         with trio.fail_after(5):
             assert await agent.run("again") == "next run"
         assert_consistent(await agent.history())
+
+
+async def test_a_caller_that_gives_up_does_not_wait_for_its_event_callback(autojump_clock: trio.abc.Clock) -> None:
+    """Its callback's reader goes with it (a channel nobody closes): the caller still leaves at its deadline.
+
+    The aborted run's last events are delivered all the same, by the agent.
+    """
+    log: list[Any] = []
+    model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1}), reply("next run")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, tools=[Sleep()], log=log)
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        send, receive = trio.open_memory_channel[Any](0)
+
+        async def read() -> None:
+            async for _ in receive:
+                pass
+
+        async with trio.open_nursery() as watchdog:
+            # Only the agent's exit would end a wait that ignores the caller's cancellation.
+            watchdog.start_soon(_kill_after, agent, 100)
+            with trio.move_on_after(3):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(read)
+                    await agent.run("hang", on_event=send.send)
+            left_at = trio.current_time()
+            watchdog.cancel_scope.cancel()
+        assert left_at < 4
+        assert agent.alive
+        send.close()  # the agent's delivery to the callback fails now: it drops the callback
+        await trio.testing.wait_all_tasks_blocked()
+        assert log[-1] == Done("aborted")
+        with trio.fail_after(5):
+            assert await agent.run("again") == "next run"
+
+
+async def _kill_after(agent: condukt.AgentHandle, seconds: float) -> None:
+    await trio.sleep(seconds)
+    agent.kill()

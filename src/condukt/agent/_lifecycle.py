@@ -310,9 +310,11 @@ class Lifecycle:
         The jobs queued behind it get a worker task of their own. The
         caller's cancellation reaches the run as ``trio.Cancelled`` from the
         caller's scopes: the loop takes that as an abort (the history rolls
-        back, ``Done("aborted")`` is delivered, shielded) and it propagates.
-        A cancellation because the process exits ends it as it would end a
-        worker: at once.
+        back) and it propagates at once; a worker task settles the run
+        (``Done("aborted")``), as when a worker's caller leaves, so that
+        the caller never waits on a callback its own cancellation may have
+        stopped (the reader of an ``on_event`` channel). A cancellation
+        because the process exits ends it as it would end a worker: at once.
         """
         worker = self._worker = current_task()
         self._depth = len(worker.child_nurseries)
@@ -324,7 +326,8 @@ class Lifecycle:
             value, failure = await run_turns(session, run)
         except BaseException as exc:
             if run.aborted and not run.ending and cancellation(exc):  # the caller left (the history is rolled back)
-                await self._settle_shielded(run, None, Aborted("run aborted"))
+                self._worker = _STARTING
+                session.agent.start_soon(self._settle_left, run)
             raise
         if run.ending:
             return
@@ -346,6 +349,15 @@ class Lifecycle:
         if not run.ending:
             self._worker = None
             self._to_idle()
+
+    async def _settle_left(self, run: Run) -> None:
+        """A worker task: settle the hosted run its caller left (aborted), then take the jobs queued behind it."""
+        self._worker = current_task()
+        self._depth = 0
+        await self._conclude(run, None, Aborted("run aborted"))
+        run = None  # type: ignore[assignment]  # not kept alive while the next jobs run
+        self._to_idle()
+        await self._work()
 
     def _cancel_hosted(self) -> None:
         """The process exits during a hosted run (``Caller.host``): end it now, without settling it."""
