@@ -8,6 +8,7 @@ run takes that path, and checks what a user relies on either way.
 from __future__ import annotations
 
 import contextvars
+import math
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import trio
 import trio.testing
 
 import condukt
-from condukt.events import Done
+from condukt.events import AgentEnd, Done
 from condukt.messages import AssistantMessage, TextBlock, Usage
 from condukt.sessions import MemoryStore
 from condukt.testing import ScriptedModel, call, reply
@@ -321,3 +322,34 @@ async def test_a_caller_that_gives_up_does_not_wait_for_its_event_callback(autoj
 async def _kill_after(agent: condukt.AgentHandle, seconds: float) -> None:
     await trio.sleep(seconds)
     agent.kill()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a hosted run's normal settle is shielded in its caller's task: the caller waits on its own on_event's reader",
+)
+async def test_a_caller_whose_reader_fails_during_the_settle_leaves(autojump_clock: trio.abc.Clock) -> None:
+    """The reader of its ``on_event`` channel fails on ``AgentEnd``: the caller's nursery must still exit."""
+    model = ScriptedModel([reply("warm"), reply("answer")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model)
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        send, receive = trio.open_memory_channel[Any](0)
+
+        async def read() -> None:
+            async for event in receive:
+                if isinstance(event, AgentEnd):
+                    raise ValueError("the reader failed")
+
+        failed_at = math.inf
+        async with trio.open_nursery() as watchdog:
+            watchdog.start_soon(_kill_after, agent, 100)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(read)
+                    await agent.run("go", on_event=send.send)
+            except* ValueError:
+                failed_at = trio.current_time()
+            watchdog.cancel_scope.cancel()
+        assert failed_at < 1
