@@ -324,10 +324,6 @@ async def _kill_after(agent: condukt.AgentHandle, seconds: float) -> None:
     agent.kill()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a hosted run's normal settle is shielded in its caller's task: the caller waits on its own on_event's reader",
-)
 async def test_a_caller_whose_reader_fails_during_the_settle_leaves(autojump_clock: trio.abc.Clock) -> None:
     """The reader of its ``on_event`` channel fails on ``AgentEnd``: the caller's nursery must still exit."""
     model = ScriptedModel([reply("warm"), reply("answer")])

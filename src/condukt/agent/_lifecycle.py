@@ -76,7 +76,6 @@ class Lifecycle:
         "_depth",
         "_guarding",
         "_next",
-        "_settling",
         "_worker",
         "current",
         "follow_ups",
@@ -104,8 +103,6 @@ class Lifecycle:
         self._worker: Task | None = None
         # Nurseries the worker had open before its job (a caller hosting its run may have some).
         self._depth = 0
-        # The shielded scope a hosted run settles in, while it does (the process's exit cancels it).
-        self._settling: trio.CancelScope | None = None
         self._next: Run | _Operation | None = None
 
     # ------------------------------------------------------------------ requests
@@ -327,34 +324,27 @@ class Lifecycle:
         except BaseException as exc:
             if run.aborted and not run.ending and cancellation(exc):  # the caller left (the history is rolled back)
                 self._worker = _STARTING
-                session.agent.start_soon(self._settle_left, run)
+                session.agent.start_soon(self._settle_left, run, None, Aborted("run aborted"))
             raise
         if run.ending:
             return
-        if session._settle_waits(run):  # its caller may leave meanwhile: the run still settles
-            await self._settle_shielded(run, value, failure)
+        if session._settle_waits(run):
+            # Its settle awaits (callbacks, hooks, a store): a worker task does it,
+            # and the caller waits for the reply, which it may leave, as from a
+            # worker's run. (Shielded in the caller's task, a callback whose
+            # reader went with the caller's cancellation would hold it forever.)
+            self._worker = _STARTING
+            session.agent.start_soon(self._settle_left, run, value, failure)
         else:
             await self._conclude(run, value, failure)  # nothing in it waits: nothing can cancel it
             self._worker = None
             self._to_idle()
 
-    async def _settle_shielded(self, run: Run, value: Any, failure: BaseException | None) -> None:
-        """Conclude a hosted run whatever its caller does; only the process's exit cuts it short."""
-        with trio.CancelScope(shield=True) as scope:
-            self._settling = scope
-            try:
-                await self._conclude(run, value, failure)
-            finally:
-                self._settling = None
-        if not run.ending:
-            self._worker = None
-            self._to_idle()
-
-    async def _settle_left(self, run: Run) -> None:
-        """A worker task: settle the hosted run its caller left (aborted), then take the jobs queued behind it."""
+    async def _settle_left(self, run: Run, value: Any, failure: BaseException | None) -> None:
+        """A worker task: settle a hosted run whose loop ended, then take the jobs queued behind it."""
         self._worker = current_task()
         self._depth = 0
-        await self._conclude(run, None, Aborted("run aborted"))
+        await self._conclude(run, value, failure)
         run = None  # type: ignore[assignment]  # not kept alive while the next jobs run
         self._to_idle()
         await self._work()
@@ -365,8 +355,6 @@ class Lifecycle:
         if run is None:
             return
         run.end()
-        if self._settling is not None:
-            self._settling.cancel()
 
     async def _conclude(self, run: Run, value: Any, failure: BaseException | None) -> None:
         """After the loop: settle the run (``Done`` last), then answer its caller and its abort waiters."""
