@@ -8,6 +8,7 @@ run takes that path, and checks what a user relies on either way.
 from __future__ import annotations
 
 import contextvars
+import math
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import trio
 import trio.testing
 
 import condukt
-from condukt.events import Done
+from condukt.events import AgentEnd, Done
 from condukt.messages import AssistantMessage, TextBlock, Usage
 from condukt.sessions import MemoryStore
 from condukt.testing import ScriptedModel, call, reply
@@ -25,12 +26,30 @@ from .helpers import Recorder, Sleep, assert_consistent
 _WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
 
 
+class HostedSleep(Sleep):
+    """``sleep`` that records the task it runs in (a lone call runs in the run's own task)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: list[trio.lowlevel.Task] = []
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        self.tasks.append(trio.lowlevel.current_task())
+        return await super().call(args, context)
+
+
+async def aborted(agent: condukt.AgentHandle) -> bool:
+    """Whether the agent's last run ended aborted, once the agent has settled it."""
+    await trio.testing.wait_all_tasks_blocked()
+    last = await agent.last_result()
+    return last is not None and last.status == "aborted"
+
+
 async def test_cancelling_the_caller_aborts_the_run_it_hosts(autojump_clock: trio.abc.Clock) -> None:
-    log: list[Any] = []
-    sleep = Sleep()
+    sleep = HostedSleep()
     model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1}), reply("next run")])
     async with condukt.open_node() as node:
-        agent = await node.spawn(Recorder, model=model, tools=[sleep], log=log)
+        agent = await node.spawn(condukt.Agent, model=model, tools=[sleep])
         assert await agent.run("warm up") == "warm"
         await trio.testing.wait_all_tasks_blocked()
         history = await agent.history()
@@ -38,11 +57,11 @@ async def test_cancelling_the_caller_aborts_the_run_it_hosts(autojump_clock: tri
             await agent.run("hang")
         assert scope.cancelled_caught
         assert sleep.cancelled == 1  # the tool was cancelled with it
-        assert log[-1] == Done("aborted")  # delivered although its caller had left
+        assert sleep.tasks == [trio.lowlevel.current_task()]  # the run ran in this task
+        await trio.testing.wait_all_tasks_blocked()  # the agent settles the run once its caller has left
+        assert await aborted(agent)  # settled although its caller had left
         assert not agent.running
         assert await agent.history() == history  # no trace of the aborted prompt
-        last = await agent.last_result()
-        assert last is not None and last.status == "aborted"
         assert await agent.run("again") == "next run"
         assert_consistent(await agent.history())
 
@@ -195,3 +214,157 @@ async def test_tools_of_a_hosted_run_see_the_agents_context_not_the_callers() ->
             async for _ in events:
                 pass
         assert seen == ["spawner"] * 3
+
+
+class Approved(Sleep):
+    """``sleep``, asking for approval first."""
+
+    requires_approval = True
+
+
+@pytest.mark.parametrize(
+    ("tool", "turn"),
+    [
+        (Sleep(), [call("sleep", {"seconds": -1, "label": "a"}), call("sleep", {"seconds": -1, "label": "b"})]),
+        (Approved(), call("sleep", {"seconds": 1})),  # the caller leaves while the call waits for approval
+    ],
+    ids=["parallel-calls", "approval"],
+)
+async def test_cancelling_the_caller_while_tool_calls_run_in_a_nursery_aborts_the_run(
+    autojump_clock: trio.abc.Clock, tool: condukt.Tool, turn: Any
+) -> None:
+    """The calls' nursery raises the caller's cancellation as a group: still the abort."""
+    model = ScriptedModel([reply("warm"), turn, reply("next run")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[tool], load_project_instructions=False)
+        assert await agent.run("warm up") == "warm"
+        await trio.testing.wait_all_tasks_blocked()
+        history = await agent.history()
+        with trio.move_on_after(3) as scope:
+            await agent.run("hang")
+        assert scope.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
+        assert await aborted(agent)
+        assert not agent.running
+        assert await agent.history() == history
+        assert await agent.pending_approvals() == ()
+        with trio.fail_after(5):  # neither CallingSelf (the caller is no longer the run's task) nor a wait
+            assert await agent.run("again") == "next run"
+
+
+async def test_a_caller_whose_deadline_is_the_runs_timeout_aborts_the_run(autojump_clock: trio.abc.Clock) -> None:
+    """The run's scope and the caller's are cancelled at once: the caller's cancellation gets past the run's."""
+    model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1}), reply("next run")])
+    async with condukt.open_node() as node:
+        sleep = HostedSleep()
+        agent = await node.spawn(condukt.Agent, model=model, tools=[sleep])
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        history = await agent.history()
+        with trio.move_on_after(5) as scope:
+            await agent.run("hang", timeout=5)
+        assert scope.cancelled_caught
+        assert sleep.tasks == [trio.lowlevel.current_task()]  # hosted
+        await trio.testing.wait_all_tasks_blocked()
+        assert await aborted(agent)
+        assert not agent.running
+        assert await agent.history() == history
+        with trio.fail_after(5):
+            assert await agent.run("again") == "next run"
+
+
+async def test_an_abort_and_the_callers_cancellation_at_once_roll_the_history_back(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    outer = trio.CancelScope()
+
+    @condukt.tool
+    async def quit_all(context: condukt.ToolContext) -> str:
+        """Abort the run, and its caller gives up too."""
+        assert await context.agent.abort()
+        outer.cancel()
+        await trio.sleep_forever()
+        return "never"
+
+    model = ScriptedModel([reply("warm"), call("quit_all", {}), reply("next run")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[quit_all])
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        history = await agent.history()
+        with outer:
+            await agent.run("go")
+        assert outer.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
+        assert await aborted(agent)
+        assert await agent.history() == history  # no unanswered prompt left behind
+        with trio.fail_after(5):
+            assert await agent.run("again") == "next run"
+        assert_consistent(await agent.history())
+
+
+async def test_a_caller_that_gives_up_does_not_wait_for_its_event_callback(autojump_clock: trio.abc.Clock) -> None:
+    """Its callback's reader goes with it (a channel nobody closes): the caller still leaves at its deadline.
+
+    The aborted run's last events are delivered all the same, by the agent.
+    """
+    log: list[Any] = []
+    model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1}), reply("next run")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(Recorder, model=model, tools=[Sleep()], log=log)
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        send, receive = trio.open_memory_channel[Any](0)
+
+        async def read() -> None:
+            async for _ in receive:
+                pass
+
+        async with trio.open_nursery() as watchdog:
+            # Only the agent's exit would end a wait that ignores the caller's cancellation.
+            watchdog.start_soon(_kill_after, agent, 100)
+            with trio.move_on_after(3):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(read)
+                    await agent.run("hang", on_event=send.send)
+            left_at = trio.current_time()
+            watchdog.cancel_scope.cancel()
+        assert left_at < 4
+        assert agent.alive
+        send.close()  # the agent's delivery to the callback fails now: it drops the callback
+        await trio.testing.wait_all_tasks_blocked()
+        assert log[-1] == Done("aborted")
+        with trio.fail_after(5):
+            assert await agent.run("again") == "next run"
+
+
+async def _kill_after(agent: condukt.AgentHandle, seconds: float) -> None:
+    await trio.sleep(seconds)
+    agent.kill()
+
+
+async def test_a_caller_whose_reader_fails_during_the_settle_leaves(autojump_clock: trio.abc.Clock) -> None:
+    """The reader of its ``on_event`` channel fails on ``AgentEnd``: the caller's nursery must still exit."""
+    model = ScriptedModel([reply("warm"), reply("answer")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model)
+        await agent.run("warm up")
+        await trio.testing.wait_all_tasks_blocked()
+        send, receive = trio.open_memory_channel[Any](0)
+
+        async def read() -> None:
+            async for event in receive:
+                if isinstance(event, AgentEnd):
+                    raise ValueError("the reader failed")
+
+        failed_at = math.inf
+        async with trio.open_nursery() as watchdog:
+            watchdog.start_soon(_kill_after, agent, 100)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(read)
+                    await agent.run("go", on_event=send.send)
+            except* ValueError:
+                failed_at = trio.current_time()
+            watchdog.cancel_scope.cancel()
+        assert failed_at < 1

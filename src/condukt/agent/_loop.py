@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._run import Run
     from ._session import Session
 
-__all__ = ["resumed_turn", "run_turns"]
+__all__ = ["cancellation", "resumed_turn", "run_turns"]
 
 
 async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | None]:
@@ -64,72 +64,76 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     scope = run.scope = trio.CancelScope(deadline=run.started_at + timeout if timeout is not None else math.inf)
     if run.aborted or run.ending:
         scope.cancel()
-    with scope:
-        try:
-            if resumed is None:
-                messages.append(UserMessage((TextBlock(prompt), *run.images)))
-            if watched or pubsub:
-                await run.emit(AgentStart(session.id, prompt, run.id))
-            for started in hooks.run_started:
-                started(run)
-            while True:
-                if run.steers:
-                    _take_steers(session, run)
-                run.turn += 1
+    try:
+        with scope:
+            try:
+                if resumed is None:
+                    messages.append(UserMessage((TextBlock(prompt), *run.images)))
                 if watched or pubsub:
-                    await run.emit(TurnStart(run.turn))
-                if in_flight is not None:  # resumed: finish the turn the checkpoint holds
-                    response, in_flight = in_flight, None
-                else:
-                    request = session._model_request(run)
-                    if hooks.model_started or hooks.model_finished or hooks.wrap_model_request:
-                        response = await session._ask_model_watched(run, request)
-                    else:  # the common case, without a coroutine in between
-                        response = await session.model.complete(request, run.emit)
-                    usage = run.usage  # the first response's usage is the run's as it is (no sum to make)
-                    run.usage = response.usage if usage is NO_USAGE else usage + response.usage
-                    messages.append(response)
-                text = response.text
-                if text:
-                    run.text = text
-                calls = response.tool_calls
-                called = bool(calls)
-                if called:
-                    messages.extend(await run_tool_calls(session, run, calls))
-                    del calls  # not kept alive through the next request
-                committed = len(messages)
-                if run.taken:
-                    run.taken = ()
-                for changed in hooks.history_changed:
-                    await changed(session)
-                if watched or pubsub:
-                    await run.emit(TurnEnd(run.turn, response))
-                stop = False
-                for after in hooks.after_turn:  # every hook sees the turn, even after one said stop
-                    stop = after(run, response) or stop
-                if stop:
-                    break
-                if not called:
+                    await run.emit(AgentStart(session.id, prompt, run.id))
+                for started in hooks.run_started:
+                    started(run)
+                while True:
                     if run.steers:
-                        continue  # a steer arrived during the last request: answer it
-                    break
-                if run.turn >= max_turns:
-                    await run.emit(MaxTurnsReached(max_turns))
-                    break
-            value = run.text
-            for finish in hooks.finish:
-                value = finish(run, value)
-            for review in hooks.review_result:
-                value = await review(run, value)
-        except (AgentError, ModelError) as exc:
-            failure = exc
-        except trio.Cancelled:
-            if run.hosted and not scope.cancel_called and session._caller_left(run):
-                # Its caller was cancelled: for a run the caller's own task
-                # hosts, that is the abort (see ``Lifecycle._hosted_job``).
-                run.aborted = True
-                _roll_back(session, run, committed)
-            raise
+                        _take_steers(session, run)
+                    run.turn += 1
+                    if watched or pubsub:
+                        await run.emit(TurnStart(run.turn))
+                    if in_flight is not None:  # resumed: finish the turn the checkpoint holds
+                        response, in_flight = in_flight, None
+                    else:
+                        request = session._model_request(run)
+                        if hooks.model_started or hooks.model_finished or hooks.wrap_model_request:
+                            response = await session._ask_model_watched(run, request)
+                        else:  # the common case, without a coroutine in between
+                            response = await session.model.complete(request, run.emit)
+                        usage = run.usage  # the first response's usage is the run's as it is (no sum to make)
+                        run.usage = response.usage if usage is NO_USAGE else usage + response.usage
+                        messages.append(response)
+                    text = response.text
+                    if text:
+                        run.text = text
+                    calls = response.tool_calls
+                    called = bool(calls)
+                    if called:
+                        messages.extend(await run_tool_calls(session, run, calls))
+                        del calls  # not kept alive through the next request
+                    committed = len(messages)
+                    if run.taken:
+                        run.taken = ()
+                    for changed in hooks.history_changed:
+                        await changed(session)
+                    if watched or pubsub:
+                        await run.emit(TurnEnd(run.turn, response))
+                    stop = False
+                    for after in hooks.after_turn:  # every hook sees the turn, even after one said stop
+                        stop = after(run, response) or stop
+                    if stop:
+                        break
+                    if not called:
+                        if run.steers:
+                            continue  # a steer arrived during the last request: answer it
+                        break
+                    if run.turn >= max_turns:
+                        await run.emit(MaxTurnsReached(max_turns))
+                        break
+                value = run.text
+                for finish in hooks.finish:
+                    value = finish(run, value)
+                for review in hooks.review_result:
+                    value = await review(run, value)
+            except (AgentError, ModelError) as exc:
+                failure = exc
+    except BaseException as exc:
+        # A cancellation that gets past the run's scope is its caller's (or
+        # the process's exit): also when the run's scope was cancelled too (a
+        # timeout, an abort), and as a group from a nursery of tool calls.
+        if run.hosted and cancellation(exc) and session._caller_left(run):
+            # Its caller was cancelled: for a run the caller's own task
+            # hosts, that is the abort (see ``Lifecycle._hosted_job``).
+            run.aborted = True
+            _roll_back(session, run, committed)
+        raise
     if run.ending:  # the process exits (a hosted run): the history stays, as a cancelled worker leaves it
         return None, None
     if run.aborted:  # also when it was too quick to reach a checkpoint after the abort
@@ -140,6 +144,13 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
         _roll_back(session, run, committed)
         return None, failure
     return value, None
+
+
+def cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is ``trio.Cancelled``, or a group of nothing else (from a nursery)."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[1] is None
 
 
 def resumed_turn(messages: list[Any]) -> AssistantMessage | None:
