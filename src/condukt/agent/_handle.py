@@ -199,8 +199,9 @@ class AgentHandle(Handle):
         if the agent crashed, and :class:`~condukt.CallingSelf` when called
         from inside this agent's own run (it would wait for itself).
         Cancelling the caller aborts the run (or takes it out of the queue).
-        A run asked of an idle agent runs in the calling task (see
-        docs/agents.md): cancelled, it raises once the run has stopped.
+        A run asked of an idle agent usually runs in the calling task (see
+        docs/agents.md): cancelled, it raises once the run's tools are
+        cancelled and its history is rolled back.
         In every case the history holds only completed turns; a run that
         completed none leaves no trace of its prompt in it.
         """

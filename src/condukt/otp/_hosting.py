@@ -5,14 +5,14 @@ by a task the process starts for it, while the caller sleeps until the
 reply. When the caller is a task that only waits, it can do that work
 itself: no task to spawn, and no two task switches (caller to worker,
 worker back to caller). Measured with callgrind on a run of a running agent
-(2 model turns, 1 tool): 310k instructions through a worker task, about
-240k hosted by the caller (docs/benchmarks.md).
+(2 model turns, 1 tool, an in-process model): 310k instructions through a
+worker task, 272k hosted by the caller (docs/benchmarks.md, seventh pass).
 
 The work runs in a copy of the process's context variables, as a task the
 process started would. The process stops it through the ``cancel``
 function its owner gave, not a cancel scope of its own: the work has its
 own scopes, and one more around it measured 41k instructions per agent
-run (trio 0.35), more than half of what hosting saves.
+run (trio 0.35), more than what hosting saves.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ four class-level hooks of :class:`~condukt.Server`:
   scope per process instead of two, for behaviours that start a task for
   most of their work).
 
+A behaviour whose calls start awaited work can also answer through
+:meth:`Server.handle_call_now` and have the waiting caller's task do that
+work (:meth:`Caller.host`, :attr:`Process.exiting`), as agents do for runs.
+
 See "Writing your own behaviour" in ``docs/runtime.md``.
 """
 
