@@ -38,6 +38,14 @@ class HostedSleep(Sleep):
         return await super().call(args, context)
 
 
+async def warmed(node: condukt.Node, cls: type[condukt.Agent] = condukt.Agent, **options: Any) -> condukt.AgentHandle:
+    """An agent that has answered "warm up" and is idle: the next run is hosted by its caller."""
+    agent = await node.spawn(cls, **options)
+    assert await agent.run("warm up") == "warm"
+    await trio.testing.wait_all_tasks_blocked()
+    return agent
+
+
 async def aborted(agent: condukt.AgentHandle) -> bool:
     """Whether the agent's last run ended aborted, once the agent has settled it."""
     await trio.testing.wait_all_tasks_blocked()
@@ -49,9 +57,7 @@ async def test_cancelling_the_caller_aborts_the_run_it_hosts(autojump_clock: tri
     sleep = HostedSleep()
     model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1}), reply("next run")])
     async with condukt.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=model, tools=[sleep])
-        assert await agent.run("warm up") == "warm"
-        await trio.testing.wait_all_tasks_blocked()
+        agent = await warmed(node, model=model, tools=[sleep])
         history = await agent.history()
         with trio.move_on_after(3) as scope:
             await agent.run("hang")
@@ -70,9 +76,7 @@ async def test_a_run_asked_beside_a_hosted_run_queues_behind_it(autojump_clock: 
     """A task started before the caller's run (a sibling in the caller's nursery) is not part of that run."""
     model = ScriptedModel([reply("warm"), reply("first", delay=5), reply("second")])
     async with condukt.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=model)
-        await agent.run("warm up")
-        await trio.testing.wait_all_tasks_blocked()
+        agent = await warmed(node, model=model)
         answers: list[str] = []
         async with trio.open_nursery() as nursery:
 
@@ -99,9 +103,7 @@ async def test_a_tool_of_a_hosted_run_cannot_wait_on_its_own_agent(autojump_cloc
 
     model = ScriptedModel([reply("warm"), call("ask_myself", {}), reply("done")])
     async with condukt.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=model, tools=[ask_myself])
-        await agent.run("warm up")
-        await trio.testing.wait_all_tasks_blocked()
+        agent = await warmed(node, model=model, tools=[ask_myself])
         assert await agent.run("go") == "done"
         assert len(seen) == 1
 
@@ -125,9 +127,7 @@ async def test_stopping_an_agent_during_a_hosted_run(autojump_clock: trio.abc.Cl
 
     model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1})])
     async with condukt.open_node() as node:
-        agent = await node.spawn(Watched, model=model, tools=[Hang()], session_store=store, id="s1", resume=True)
-        await agent.run("warm up")
-        await trio.testing.wait_all_tasks_blocked()
+        agent = await warmed(node, Watched, model=model, tools=[Hang()], session_store=store, id="s1", resume=True)
         errors: list[BaseException] = []
         async with trio.open_nursery() as nursery:
 
@@ -236,9 +236,7 @@ async def test_cancelling_the_caller_while_tool_calls_run_in_a_nursery_aborts_th
     """The calls' nursery raises the caller's cancellation as a group: still the abort."""
     model = ScriptedModel([reply("warm"), turn, reply("next run")])
     async with condukt.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=model, tools=[tool], load_project_instructions=False)
-        assert await agent.run("warm up") == "warm"
-        await trio.testing.wait_all_tasks_blocked()
+        agent = await warmed(node, model=model, tools=[tool], load_project_instructions=False)
         history = await agent.history()
         with trio.move_on_after(3) as scope:
             await agent.run("hang")
@@ -257,9 +255,7 @@ async def test_a_caller_whose_deadline_is_the_runs_timeout_aborts_the_run(autoju
     model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1}), reply("next run")])
     async with condukt.open_node() as node:
         sleep = HostedSleep()
-        agent = await node.spawn(condukt.Agent, model=model, tools=[sleep])
-        await agent.run("warm up")
-        await trio.testing.wait_all_tasks_blocked()
+        agent = await warmed(node, model=model, tools=[sleep])
         history = await agent.history()
         with trio.move_on_after(5) as scope:
             await agent.run("hang", timeout=5)
@@ -288,9 +284,7 @@ async def test_an_abort_and_the_callers_cancellation_at_once_roll_the_history_ba
 
     model = ScriptedModel([reply("warm"), call("quit_all", {}), reply("next run")])
     async with condukt.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=model, tools=[quit_all])
-        await agent.run("warm up")
-        await trio.testing.wait_all_tasks_blocked()
+        agent = await warmed(node, model=model, tools=[quit_all])
         history = await agent.history()
         with outer:
             await agent.run("go")
@@ -311,9 +305,7 @@ async def test_a_caller_that_gives_up_does_not_wait_for_its_event_callback(autoj
     log: list[Any] = []
     model = ScriptedModel([reply("warm"), call("sleep", {"seconds": -1}), reply("next run")])
     async with condukt.open_node() as node:
-        agent = await node.spawn(Recorder, model=model, tools=[Sleep()], log=log)
-        await agent.run("warm up")
-        await trio.testing.wait_all_tasks_blocked()
+        agent = await warmed(node, Recorder, model=model, tools=[Sleep()], log=log)
         send, receive = trio.open_memory_channel[Any](0)
 
         async def read() -> None:
@@ -347,9 +339,7 @@ async def test_a_caller_whose_reader_fails_during_the_settle_leaves(autojump_clo
     """The reader of its ``on_event`` channel fails on ``AgentEnd``: the caller's nursery must still exit."""
     model = ScriptedModel([reply("warm"), reply("answer")])
     async with condukt.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=model)
-        await agent.run("warm up")
-        await trio.testing.wait_all_tasks_blocked()
+        agent = await warmed(node, model=model)
         send, receive = trio.open_memory_channel[Any](0)
 
         async def read() -> None:
