@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import abc
 import logging
-import math
 import os
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -308,21 +307,15 @@ class StreamAssembler(abc.ABC):
 
 
 class _Attempt:
-    """One attempt at a request: its idle deadline, which moves as bytes arrive, and whether it emitted content.
+    """One attempt at a request: how to emit its events, and whether it emitted content.
 
     One object per attempt, where closures would make a function, its cells
     and their tuple for each callback (objects the collector walks while
     the request waits on the network, thousands of times over with
-    thousands of agents). Called, it is the request's ``progress``
-    callback: the deadline moves ``stall`` seconds on (skipped when that
-    is less than 1/1024 of ``stall`` further: trio re-files a moved
-    deadline, about 4 us).
+    thousands of agents).
     """
 
-    __slots__ = ("emit", "emitted", "number", "provider", "scope", "slack", "stall")
-
-    #: The attempt's cancel scope, from :meth:`start` on.
-    scope: trio.CancelScope
+    __slots__ = ("emit", "emitted", "number", "provider")
 
     def __init__(self, emit: Emit, number: int, provider: str) -> None:
         self.emit = emit
@@ -330,21 +323,6 @@ class _Attempt:
         self.emitted = False
         self.number = number
         self.provider = provider
-        self.stall = math.inf
-        self.slack = math.inf
-
-    def start(self, stall: float) -> trio.CancelScope:
-        """The attempt's cancel scope, its deadline ``stall`` seconds away."""
-        self.stall = stall
-        self.slack = stall / 1024
-        self.scope = scope = trio.CancelScope(deadline=trio.current_time() + stall)
-        return scope
-
-    def __call__(self) -> None:
-        deadline = trio.current_time() + self.stall
-        scope = self.scope
-        if deadline - scope.deadline > self.slack:
-            scope.deadline = deadline
 
     async def event(self, event: Event) -> None:
         """Emit a content event (and remember that one was)."""
@@ -450,7 +428,6 @@ class HttpModel(abc.ABC):
         self._prepared: PreparedRequest | None = None
         self._timeout = timeout
         self._timeouts: dict[str, float | None] | None = None
-        self._stall = math.inf
         self._head_key: tuple[Any, ...] | None = None
         self._head = b""
 
@@ -630,17 +607,10 @@ class HttpModel(abc.ABC):
         timeouts = self._timeouts
         if timeouts is None:
             timeout = httpx.Timeout(self._timeout, pool=None) if self._timeout is not None else self.client.timeout
-            read = timeout.read
-            if self._http_client is None and isinstance(self._services.transport, TrioTransport):
-                # Reads are timed here, by one cancel scope per attempt whose
-                # deadline moves whenever bytes arrive (the transport calls the
-                # request's ``condukt.progress``), rather than by a timer per socket read.
-                self._stall = read if read is not None else math.inf
-                read = None
-            else:
-                # Another transport times each socket read itself (httpcore does).
-                self._stall = math.inf
-            timeouts = self._timeouts = {"connect": timeout.connect, "read": read, "write": timeout.write, "pool": None}
+            # ``read`` bounds each wait for bytes, head and body alike: an idle timeout that
+            # resets while bytes move (the transport times it; see ``TrioTransport``).
+            timeouts = self._timeouts = {"connect": timeout.connect, "read": timeout.read, "write": timeout.write}
+            timeouts["pool"] = None
         return timeouts
 
     def _raw_headers(self) -> list[tuple[bytes, bytes]]:
@@ -659,60 +629,51 @@ class HttpModel(abc.ABC):
         try:
             timeouts = self._request_timeouts()
             transport = self._services.transport if self._http_client is None else None
-            with attempt.start(self._stall) as scope:
-                if isinstance(transport, TrioTransport):
-                    # The node's own transport: no httpx request and response objects (about 45 us
-                    # a request, and a dozen objects for the garbage collector), the head encoded
-                    # once per model; an error status or an encoded body still goes through
-                    # ``httpx.Response``.
-                    try:
-                        prepared = self._prepared
-                        if prepared is None or prepared.transport is not transport:
-                            prepared = self._prepared = transport.prepare("POST", self._url, self._raw_headers())
-                        response = await transport.exchange_prepared(
-                            prepared, body, timeouts=timeouts, progress=attempt, resend=attempt.resend
-                        )
-                    except httpx.TimeoutException as exc:
-                        raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
-                    except httpx.HTTPError as exc:
-                        raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
-                    try:
-                        if response.status_code >= 400 or response.header(b"content-encoding") is not None:
-                            message = await self._handle(response.to_httpx(), attempt)
-                        elif self.stream and (response.header(b"content-type") or b"").startswith(
-                            b"text/event-stream"
-                        ):
-                            message = await self._read_events(response.stream, attempt)
-                        else:
-                            try:
-                                content = await response.read()
-                            except httpx.TimeoutException as exc:
-                                raise ProviderUnavailable(
-                                    self.provider, f"timed out reading the response: {exc}"
-                                ) from None
-                            except httpx.HTTPError as exc:
-                                raise ProviderUnavailable(
-                                    self.provider, f"connection lost reading the response: {exc}"
-                                ) from None
-                            message = await self._decode_body(content, attempt)
-                    finally:
-                        await response.aclose()
-                else:
-                    # The headers httpx would add (Host, Content-Length) are added here, and the body
-                    # given as a stream: half the cost of ``content=body`` (which re-checks every header).
-                    request = httpx.Request(
-                        "POST",
-                        self._url,
-                        headers=[*self._raw_headers(), (b"Content-Length", b"%d" % len(body))],
-                        stream=httpx.ByteStream(body),
-                        extensions={"timeout": timeouts, "condukt.progress": attempt, "condukt.resend": attempt.resend},
+            if isinstance(transport, TrioTransport):
+                # The node's own transport: no httpx request and response objects (about 45 us
+                # a request, and a dozen objects for the garbage collector), the head encoded
+                # once per model; an error status or an encoded body still goes through
+                # ``httpx.Response``.
+                try:
+                    prepared = self._prepared
+                    if prepared is None or prepared.transport is not transport:
+                        prepared = self._prepared = transport.prepare("POST", self._url, self._raw_headers())
+                    response = await transport.exchange_prepared(
+                        prepared, body, timeouts=timeouts, resend=attempt.resend
                     )
-                    request.read()
-                    message = await self._exchange(request, attempt)
-            if scope.cancelled_caught:
-                raise (StreamError if attempt.emitted else ProviderUnavailable)(
-                    self.provider, f"no data from the server for {self._stall:g}s"
+                except httpx.TimeoutException as exc:
+                    raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
+                except httpx.HTTPError as exc:
+                    raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
+                try:
+                    if response.status_code >= 400 or response.header(b"content-encoding") is not None:
+                        message = await self._handle(response.to_httpx(), attempt)
+                    elif self.stream and (response.header(b"content-type") or b"").startswith(b"text/event-stream"):
+                        message = await self._read_events(response.stream, attempt)
+                    else:
+                        try:
+                            content = await response.read()
+                        except httpx.TimeoutException as exc:
+                            raise ProviderUnavailable(self.provider, f"timed out reading the response: {exc}") from None
+                        except httpx.HTTPError as exc:
+                            raise ProviderUnavailable(
+                                self.provider, f"connection lost reading the response: {exc}"
+                            ) from None
+                        message = await self._decode_body(content, attempt)
+                finally:
+                    await response.aclose()
+            else:
+                # The headers httpx would add (Host, Content-Length) are added here, and the body
+                # given as a stream: half the cost of ``content=body`` (which re-checks every header).
+                request = httpx.Request(
+                    "POST",
+                    self._url,
+                    headers=[*self._raw_headers(), (b"Content-Length", b"%d" % len(body))],
+                    stream=httpx.ByteStream(body),
+                    extensions={"timeout": timeouts, "condukt.resend": attempt.resend},
                 )
+                request.read()
+                message = await self._exchange(request, attempt)
         except ProviderError as exc:
             if exc.status_code in _OVERLOAD_STATUSES or exc.error_type == "overloaded_error":
                 limits.overloaded(generation)
@@ -776,7 +737,6 @@ class HttpModel(abc.ABC):
         decoder = SSEDecoder()
         assembler = self.stream_assembler()
         try:
-            # The attempt's idle deadline moves as bytes arrive (``condukt.progress``).
             async for chunk in chunks:
                 for event in decoder.feed(chunk):
                     for delta in self.decode_event(assembler, event):

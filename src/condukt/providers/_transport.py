@@ -29,6 +29,7 @@ another transport (:func:`condukt.providers.configure_http`) if you need them.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import select
 import ssl
@@ -41,6 +42,7 @@ import trio
 
 from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_head, encode_request
 from ._proxy import Proxy, ProxyMap
+from ._read_timer import ReadTimer
 
 __all__ = ["PreparedRequest", "RawResponse", "TrioTransport"]
 
@@ -64,11 +66,23 @@ _PREPARED_CACHE = 256
 
 
 class _Connection:
-    """One HTTP/1.1 connection: a trio stream and its response reader."""
+    """One HTTP/1.1 connection: a trio stream, its response reader, and its read deadline (see :mod:`._read_timer`)."""
 
-    __slots__ = ("fd", "idle_since", "origin", "progress", "reader", "stream", "via")
+    __slots__ = (
+        "fd",
+        "filed_at",
+        "idle_since",
+        "origin",
+        "progress",
+        "read_deadline",
+        "reader",
+        "stream",
+        "timed_out",
+        "timer",
+        "via",
+    )
 
-    def __init__(self, origin: _Origin, stream: trio.abc.Stream, via: Proxy | None = None) -> None:
+    def __init__(self, origin: _Origin, stream: trio.abc.Stream, timer: ReadTimer, via: Proxy | None = None) -> None:
         self.origin = origin
         self.stream = stream
         #: The socket's descriptor when requests may be written to it directly (see ``_DIRECT_WRITE``), else -1.
@@ -79,6 +93,10 @@ class _Connection:
         self.idle_since = 0.0
         #: Called whenever bytes of the current response arrive (the request's ``condukt.progress``).
         self.progress: Callable[[], object] | None = None
+        self.timer = timer
+        self.read_deadline = math.inf
+        self.filed_at = math.inf
+        self.timed_out = False
 
     def looks_closed(self) -> bool:
         """Whether the peer closed (or sent junk on) this idle connection."""
@@ -90,27 +108,37 @@ class _Connection:
         return _peer_closed(sock)
 
     async def receive(self, timeout: float | None) -> None:
-        """Read more bytes into the reader (EOF is passed on as :meth:`ResponseReader.eof`)."""
+        """Read more bytes into the reader (EOF is passed on as :meth:`ResponseReader.eof`).
+
+        Raises ``httpx.ReadTimeout`` when no byte came for ``timeout`` seconds
+        (the transport's :class:`ReadTimer` closes the connection then).
+        """
         data: bytes | bytearray
         fd = self.fd
-        if fd >= 0 and timeout is None:
-            # Plain TCP: wait for the socket's descriptor (a checkpoint, as receive_some is), then read
-            # it: what SocketStream.receive_some does without its conflict detector, send wrapper and
-            # context manager (half a dozen objects and calls less per read).
-            while True:
-                await trio.lowlevel.wait_readable(fd)
-                try:
-                    data = os.read(fd, _RECEIVE_SIZE)
-                    break
-                except BlockingIOError:  # woken without data after all: wait again
-                    pass
-        elif timeout is None:
-            data = await self.stream.receive_some(_RECEIVE_SIZE)
-        else:
-            with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
+        if timeout is not None:
+            deadline = self.read_deadline = trio.current_time() + timeout
+            if deadline < self.filed_at:
+                self.timer.file(self, deadline)
+        try:
+            if fd >= 0:
+                # Plain TCP: wait for the socket's descriptor (a checkpoint, as receive_some is), then read
+                # it: what SocketStream.receive_some does without its conflict detector, send wrapper and
+                # context manager (half a dozen objects and calls less per read).
+                while True:
+                    await trio.lowlevel.wait_readable(fd)
+                    try:
+                        data = os.read(fd, _RECEIVE_SIZE)
+                        break
+                    except BlockingIOError:  # woken without data after all: wait again
+                        pass
+            else:
                 data = await self.stream.receive_some(_RECEIVE_SIZE)
-            if scope.cancelled_caught:
-                raise httpx.ReadTimeout("timed out waiting for the server")
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            if self.timed_out:
+                raise httpx.ReadTimeout(f"no data from the server for {timeout:g}s") from None
+            raise
+        finally:
+            self.read_deadline = math.inf
         if data:
             self.reader.feed(data if type(data) is bytes else bytes(data))
             if self.progress is not None:
@@ -486,6 +514,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         self._idle_count = 0
         self._active: set[_Connection] = set()
         self._closed = False
+        self._timer = ReadTimer()
         from .. import __version__  # here: the package is still importing this module at import time
 
         self._user_agent = (b"User-Agent", b"condukt/" + __version__.encode("ascii"))
@@ -773,7 +802,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
                         stream = trio.SSLStream(stream, context, server_hostname=proxy.host, https_compatible=True)
                         await stream.do_handshake()
                     if proxy is not None and scheme == b"http":
-                        return _Connection(origin, stream, proxy)
+                        return _Connection(origin, stream, self._timer, proxy)
                     if proxy is not None:
                         await _tunnel(stream, proxy, host, port)
                     if scheme == b"https":
@@ -789,7 +818,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectError(f"cannot connect to {where}: {_describe(exc)}") from exc
         except ProtocolError as exc:
             raise httpx.ProxyError(f"cannot connect to {where}: the proxy's answer is malformed: {exc}") from None
-        return _Connection(origin, stream)
+        return _Connection(origin, stream, self._timer)
 
     def _encode_head(
         self,

@@ -1,0 +1,112 @@
+"""Read timeouts for many connections at once, kept by one sleeping task.
+
+A read with a timeout is usually a cancel scope around the wait. In trio
+0.35 one scope costs about 49k instructions to make, enter and leave
+(callgrind; more when its deadline moves), and a model request made one
+for its idle timeout: 61k of the 567k instructions of an OpenAI request
+through :class:`~condukt.providers.lowlevel.TrioTransport` (a run of 2
+turns: 1,134k with it, 1,011k without; ``benchmarks/providers_openai.py``'s
+workload, one agent at a time). Here a read only writes its deadline on
+its connection; a connection goes into a heap when it starts waiting with
+a deadline earlier than the one it is already filed under, and one task
+(a trio system task, started on the first timed read of a trio run) sleeps
+until the earliest deadline, and ends when no connection is filed. A connection found still waiting past its
+deadline is closed, which wakes its reader (``trio.lowlevel.notify_closing``
+through the socket's ``close``); the reader sees :attr:`Timed.timed_out`
+and raises a timeout. Nothing in trio or httpx does this (trio's only
+timeout is the cancel scope; httpcore wraps each read in one).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+from typing import Protocol
+
+import trio
+
+__all__ = ["ReadTimer", "Timed"]
+
+logger = logging.getLogger("condukt.providers")
+
+
+class Timed(Protocol):
+    """What the timer needs of a connection."""
+
+    #: When the read it is waiting on times out (``inf``: not waiting, or no timeout).
+    read_deadline: float
+    #: The deadline of its earliest entry in the timer's heap (``inf``: none).
+    filed_at: float
+    #: Set by the timer before it closes a connection whose read timed out.
+    timed_out: bool
+
+    def close(self) -> None:
+        """Close at once (this wakes a task waiting to read it)."""
+
+
+class ReadTimer:
+    """The read deadlines of one transport's connections, enforced by one task while any is filed."""
+
+    __slots__ = ("_heap", "_next", "_runner", "_scope", "_wake_at")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Timed]] = []
+        self._next = 0
+        self._wake_at = math.inf
+        #: The trio run the task sleeps in (a token), ``None`` when there is no task.
+        self._runner: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+
+    def file(self, conn: Timed, deadline: float) -> None:
+        """Make sure ``conn`` is looked at by ``deadline`` (its ``read_deadline`` is set by the caller)."""
+        start = self._runner is None or self._runner is not trio.lowlevel.current_trio_token()
+        if start:  # the first timed read of this trio run (another run's deadlines meant its own clock)
+            self._heap.clear()
+        conn.filed_at = deadline
+        self._next += 1
+        heapq.heappush(self._heap, (deadline, self._next, conn))
+        if start:
+            self._wake_at = deadline
+            self._runner = trio.lowlevel.current_trio_token()
+            trio.lowlevel.spawn_system_task(self._run, name="condukt read timer")
+        elif deadline < self._wake_at:
+            self._wake_at = deadline
+            if self._scope is not None:
+                self._scope.deadline = deadline
+
+    async def _run(self) -> None:
+        runner = self._runner
+        heap = self._heap
+        try:
+            while True:
+                now = trio.current_time()
+                while heap and heap[0][0] <= now:
+                    filed, _, conn = heapq.heappop(heap)
+                    if filed != conn.filed_at:
+                        continue  # a later filing of the same connection replaced this one
+                    deadline = conn.read_deadline
+                    if deadline <= now:
+                        conn.filed_at = math.inf
+                        conn.timed_out = True
+                        try:
+                            conn.close()
+                        except Exception:  # a system task must not raise: that would end the trio run
+                            logger.exception("closing a connection whose read timed out failed")
+                    elif deadline != math.inf:  # waiting on a later read: look again then
+                        self._next += 1
+                        conn.filed_at = deadline
+                        heapq.heappush(heap, (deadline, self._next, conn))
+                    else:  # not waiting: filed again by its next timed read
+                        conn.filed_at = math.inf
+                if not heap:
+                    return  # the next timed read starts another task
+                self._wake_at = heap[0][0]
+                with trio.CancelScope(deadline=self._wake_at) as self._scope:
+                    await trio.sleep_forever()
+                self._scope = None
+        finally:
+            if self._runner is runner:
+                self._runner = None
+                self._scope = None
+                self._wake_at = math.inf

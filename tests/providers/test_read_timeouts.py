@@ -1,0 +1,134 @@
+"""Read timeouts of TrioTransport: one timer for all connections, per-read deadlines that reset while bytes move."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import httpx
+import pytest
+import trio
+
+from condukt.providers.lowlevel import TrioTransport
+
+
+async def _read_head(stream: trio.SocketStream) -> bytes:
+    buffer = bytearray()
+    while b"\r\n\r\n" not in buffer:
+        data = await stream.receive_some(65536)
+        if not data:
+            return b""
+        buffer += data
+    return bytes(buffer)
+
+
+async def _serve(nursery: trio.Nursery, handler: Callable[[trio.SocketStream], object]) -> str:
+    [listener] = await nursery.start(functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+    return f"http://127.0.0.1:{listener.socket.getsockname()[1]}"
+
+
+async def _by_path(stream: trio.SocketStream) -> None:
+    """``/stall``: never answers; ``/slow``: answers after 0.6 s; ``/trickle``: a body one byte per 0.1 s; else at once."""
+    while head := await _read_head(stream):
+        path = head.split(b" ", 2)[1]
+        if path == b"/stall":
+            await trio.sleep_forever()
+        if path == b"/slow":
+            await trio.sleep(0.6)
+        if path == b"/trickle":
+            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n")
+            for byte in b"trickled":
+                await trio.sleep(0.1)
+                await stream.send_all(bytes([byte]))
+            continue
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+
+async def test_each_request_times_out_after_its_own_read_timeout(nursery: trio.Nursery) -> None:
+    url = await _serve(nursery, _by_path)
+    outcomes: dict[str, tuple[str, float]] = {}
+    async with httpx.AsyncClient(transport=TrioTransport()) as client:
+        started = trio.current_time()
+
+        async def get(label: str, path: str, read: float) -> None:
+            try:
+                response = await client.get(url + path, timeout=httpx.Timeout(5, read=read))
+                outcomes[label] = (response.text, trio.current_time() - started)
+            except httpx.ReadTimeout as exc:
+                outcomes[label] = (str(exc), trio.current_time() - started)
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as requests:
+                requests.start_soon(get, "long stall", "/stall", 1.0)
+                requests.start_soon(get, "short stall", "/stall", 0.2)
+                requests.start_soon(get, "slow answer", "/slow", 2.0)
+    assert outcomes["short stall"][0] == "no data from the server for 0.2s"
+    assert outcomes["long stall"][0] == "no data from the server for 1s"
+    assert outcomes["slow answer"][0] == "ok"
+    assert 0.2 <= outcomes["short stall"][1] < outcomes["slow answer"][1] < outcomes["long stall"][1]
+    assert outcomes["long stall"][1] >= 1.0
+
+
+async def test_a_body_that_keeps_moving_is_not_cut_by_the_read_timeout(nursery: trio.Nursery) -> None:
+    # 8 bytes, 0.1 s apart: 0.8 s in all, but never 0.3 s without a byte.
+    url = await _serve(nursery, _by_path)
+    async with httpx.AsyncClient(transport=TrioTransport()) as client:
+        with trio.fail_after(5):
+            response = await client.get(url + "/trickle", timeout=httpx.Timeout(5, read=0.3))
+    assert response.text == "trickled"
+
+
+async def test_a_shorter_read_timeout_on_a_reused_connection_applies(nursery: trio.Nursery) -> None:
+    url = await _serve(nursery, _by_path)
+    transport = TrioTransport()
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get(url + "/fast", timeout=httpx.Timeout(5, read=30))).text == "ok"
+        assert transport.idle_connections == 1  # the next request reuses it
+        started = trio.current_time()
+        with trio.fail_after(3), pytest.raises(httpx.ReadTimeout, match="for 0.2s"):
+            await client.get(url + "/stall", timeout=httpx.Timeout(5, read=0.2))
+        assert trio.current_time() - started < 2
+        # The timed-out connection was closed, not pooled: the next request gets a working one.
+        assert (await client.get(url + "/fast", timeout=httpx.Timeout(5, read=0.2))).text == "ok"
+
+
+def _read_timer_tasks() -> list[trio.lowlevel.Task]:
+    found = []
+    pending = [trio.lowlevel.current_root_task()]
+    while pending:
+        task = pending.pop()
+        if task is None:
+            continue
+        if task.name == "condukt read timer":
+            found.append(task)
+        pending.extend(child for nursery in task.child_nurseries for child in nursery.child_tasks)
+    return found
+
+
+async def test_the_timer_task_ends_once_no_read_is_timed(nursery: trio.Nursery) -> None:
+    url = await _serve(nursery, _by_path)
+    async with httpx.AsyncClient(transport=TrioTransport()) as client:
+        assert (await client.get(url + "/fast", timeout=httpx.Timeout(5, read=0.2))).text == "ok"
+        assert len(_read_timer_tasks()) == 1
+        await trio.sleep(0.3)  # past the deadline the connection was filed under
+        assert _read_timer_tasks() == []
+        # A later timed read starts it again.
+        with pytest.raises(httpx.ReadTimeout):
+            await client.get(url + "/stall", timeout=httpx.Timeout(5, read=0.2))
+
+
+def test_one_transport_times_reads_in_one_trio_run_after_another() -> None:
+    transport = TrioTransport()
+
+    async def one_run() -> float:
+        async with trio.open_nursery() as nursery:
+            url = await _serve(nursery, _by_path)
+            client = httpx.AsyncClient(transport=transport)
+            started = trio.current_time()
+            with trio.fail_after(3), pytest.raises(httpx.ReadTimeout):
+                await client.get(url + "/stall", timeout=httpx.Timeout(5, read=0.2))
+            nursery.cancel_scope.cancel()
+            return trio.current_time() - started
+
+    assert trio.run(one_run) < 2
+    assert trio.run(one_run) < 2
