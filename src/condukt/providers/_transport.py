@@ -569,7 +569,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         head = self._encode_head(method, url, headers, route if origin[0] == b"http" else None) + b"\r\n"
         extensions = request.extensions
         timeouts = _timeouts(request)
-        conn, response_head = await self._round_trip(
+        response = await self._round_trip(
             method,
             origin,
             headers,
@@ -581,12 +581,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
             None if body is not None else stream,  # type: ignore[arg-type]
             chunked,
         )
-        return httpx.Response(
-            response_head.status_code,
-            headers=response_head.headers,
-            stream=_ResponseStream(self, conn, timeouts.get("read")),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": response_head.reason},
-        )
+        return response.to_httpx()
 
     def prepare(self, method: str, url: httpx.URL, headers: Sequence[tuple[bytes, bytes]]) -> PreparedRequest:
         """``method``, ``url`` and ``headers`` checked and encoded once, for :meth:`exchange_prepared`.
@@ -645,7 +640,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         prepared = self.prepare(method, url, headers)
         return await self.exchange_prepared(prepared, body, timeouts=timeouts, progress=progress, resend=resend)
 
-    async def exchange_prepared(
+    def exchange_prepared(
         self,
         prepared: PreparedRequest,
         body: bytes,
@@ -653,29 +648,32 @@ class TrioTransport(httpx.AsyncBaseTransport):
         timeouts: dict[str, float | None] | None = None,
         progress: Callable[[], object] | None = None,
         resend: Callable[[str], Awaitable[object]] | None = None,
-    ) -> RawResponse:
+    ) -> Awaitable[RawResponse]:
         """:meth:`exchange` for a head :meth:`prepare` encoded (by this transport: ``ValueError`` otherwise).
 
-        Raises what :meth:`exchange` raises; cancelled at any point, it closes the request's connection
-        and frees its slot before ``trio.Cancelled`` propagates.
+        Await what it returns (``await transport.exchange_prepared(...)``):
+        the round trip itself, without a coroutine of this method around it
+        (one object less per request in flight, and one frame less each time
+        the request resumes). ``ValueError`` and, once the transport is
+        closed, ``httpx.LocalProtocolError`` are raised by the call itself;
+        the rest of what :meth:`exchange` raises comes from the await.
+        Cancelled at any point, the round trip closes the request's
+        connection and frees its slot before ``trio.Cancelled`` propagates.
         """
         if prepared.transport is not self:
             raise ValueError("the request was prepared by another transport")
         if self._closed:
             raise httpx.LocalProtocolError("the transport is closed")
-        if timeouts is None:
-            timeouts = {}
-        conn, head = await self._round_trip(
+        return self._round_trip(
             prepared.method,
             prepared.origin,
             prepared.headers,
             b"%sContent-Length: %d\r\n\r\n%s" % (prepared.prefix, len(body), body),
             True,
-            timeouts,
+            {} if timeouts is None else timeouts,
             progress,
             resend,
         )
-        return RawResponse(head, _ResponseStream(self, conn, timeouts.get("read")))
 
     def _origin(self, url: httpx.URL) -> _Origin:
         scheme = url.raw_scheme
@@ -695,8 +693,8 @@ class TrioTransport(httpx.AsyncBaseTransport):
         resend: Callable[[str], Awaitable[object]] | None,
         body_stream: AsyncIterable[bytes] | None = None,
         chunked: bool = False,
-    ) -> tuple[_Connection, ResponseHead]:
-        """Send one request (``data``: its head and in-memory body; then ``body_stream``) and read its response head.
+    ) -> RawResponse:
+        """Send one request (``data``: its head and in-memory body; then ``body_stream``); its response, body to read.
 
         ``replayable``: the whole body is in ``data`` (the request may be sent again on a new connection).
         """
@@ -761,7 +759,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
             if isinstance(exc, Exception):
                 raise _translate(exc) from exc
             raise
-        return conn, head
+        return RawResponse(head, _ResponseStream(self, conn, timeouts.get("read")))
 
     def _reuse(self, origin: _Origin) -> _Connection | None:
         idle = self._idle.get(origin)
