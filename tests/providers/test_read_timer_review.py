@@ -155,11 +155,13 @@ async def test_a_reader_woken_as_its_read_times_out_never_reads_a_reused_descrip
                 os.fstat(fd)
             except OSError:  # the timer closed it after the reader was woken: reuse the number
                 read, write = os.pipe()
-                os.write(write, b"someone else's bytes")
+                if write == fd:  # the write end took the number: keep it under another
+                    write = os.dup(write)
                 if read != fd:
                     os.dup2(read, fd)
                     os.close(read)
                     read = fd
+                os.write(write, b"someone else's bytes")
                 os.close(write)
                 await answer.wait()
                 os.set_blocking(read, False)

@@ -13,7 +13,11 @@ a deadline earlier than the one it is already filed under, and one task
 until the earliest deadline, and ends when no connection is filed. A connection found still waiting past its
 deadline is closed, which wakes its reader (``trio.lowlevel.notify_closing``
 through the socket's ``close``); the reader sees :attr:`Timed.timed_out`
-and raises a timeout. Nothing in trio or httpx does this (trio's only
+and raises a timeout, without touching the descriptor again (the number may
+be another file's by then). A connection closed while filed is let go
+(:meth:`ReadTimer.forget`: its entries are dropped in batches), and the end
+of a trio run drops every entry (the next run files its reads again, on
+its own clock). Nothing in trio or httpx does this (trio's only
 timeout is the cancel scope; httpcore wraps each read in one).
 """
 
