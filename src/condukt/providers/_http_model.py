@@ -742,7 +742,10 @@ class HttpModel(abc.ABC):
                     for delta in self.decode_event(assembler, event):
                         await attempt.event(delta)
         except httpx.TimeoutException as exc:
-            raise StreamError(self.provider, f"stream stalled: {exc}") from None
+            # Silent before any content: a server that has not answered yet, not a stream cut mid-way.
+            raise (StreamError if attempt.emitted else ProviderUnavailable)(
+                self.provider, f"stream stalled: {exc}"
+            ) from None
         except httpx.HTTPError as exc:
             raise StreamError(self.provider, f"stream cut: {exc}") from None
         return self.decode_end(assembler)

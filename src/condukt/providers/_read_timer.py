@@ -13,7 +13,11 @@ a deadline earlier than the one it is already filed under, and one task
 until the earliest deadline, and ends when no connection is filed. A connection found still waiting past its
 deadline is closed, which wakes its reader (``trio.lowlevel.notify_closing``
 through the socket's ``close``); the reader sees :attr:`Timed.timed_out`
-and raises a timeout. Nothing in trio or httpx does this (trio's only
+and raises a timeout, without touching the descriptor again (the number may
+be another file's by then). A connection closed while filed is let go
+(:meth:`ReadTimer.forget`: its entries are dropped in batches), and the end
+of a trio run drops every entry (the next run files its reads again, on
+its own clock). Nothing in trio or httpx does this (trio's only
 timeout is the cancel scope; httpcore wraps each read in one).
 """
 
@@ -48,11 +52,13 @@ class Timed(Protocol):
 class ReadTimer:
     """The read deadlines of one transport's connections, enforced by one task while any is filed."""
 
-    __slots__ = ("_heap", "_next", "_runner", "_scope", "_wake_at")
+    __slots__ = ("_dropped", "_heap", "_next", "_runner", "_scope", "_wake_at")
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Timed]] = []
         self._next = 0
+        #: Connections closed while filed, whose entries are still in the heap.
+        self._dropped = 0
         self._wake_at = math.inf
         #: The trio run the task sleeps in (a token), ``None`` when there is no task.
         self._runner: trio.lowlevel.TrioToken | None = None
@@ -62,7 +68,7 @@ class ReadTimer:
         """Make sure ``conn`` is looked at by ``deadline`` (its ``read_deadline`` is set by the caller)."""
         start = self._runner is None or self._runner is not trio.lowlevel.current_trio_token()
         if start:  # the first timed read of this trio run (another run's deadlines meant its own clock)
-            self._heap.clear()
+            self._drop_all()
         conn.filed_at = deadline
         self._next += 1
         heapq.heappush(self._heap, (deadline, self._next, conn))
@@ -74,6 +80,29 @@ class ReadTimer:
             self._wake_at = deadline
             if self._scope is not None:
                 self._scope.deadline = deadline
+
+    def forget(self, conn: Timed) -> None:
+        """``conn`` is being closed: the heap lets go of it (at once, or at the next compaction).
+
+        A closed connection's entries would otherwise keep it (its socket, its
+        reader, a TLS stream's buffers) until their deadlines, a read timeout
+        away: many thousands of connections with a server that closes each one.
+        """
+        conn.filed_at = math.inf
+        self._dropped += 1
+        heap = self._heap
+        if self._dropped > 32 and self._dropped * 2 > len(heap):
+            # Keep each connection's current entry only (the others would be skipped anyway).
+            heap[:] = [entry for entry in heap if entry[0] == entry[2].filed_at]
+            heapq.heapify(heap)
+            self._dropped = 0
+
+    def _drop_all(self) -> None:
+        """Empty the heap: its connections are filed again by their next timed read."""
+        for _, _, conn in self._heap:
+            conn.filed_at = math.inf
+        self._heap.clear()
+        self._dropped = 0
 
     async def _run(self) -> None:
         runner = self._runner
@@ -107,6 +136,8 @@ class ReadTimer:
                 self._scope = None
         finally:
             if self._runner is runner:
+                # Cancelled with the trio run: nothing is timed any more (a later run files its reads again).
+                self._drop_all()
                 self._runner = None
                 self._scope = None
                 self._wake_at = math.inf

@@ -127,6 +127,10 @@ class _Connection:
                 # context manager (half a dozen objects and calls less per read).
                 while True:
                     await trio.lowlevel.wait_readable(fd)
+                    if self.timed_out:
+                        # Closed by the timer after this task was woken (in the same batch): the
+                        # descriptor's number may be another socket's or file's by now.
+                        raise trio.ClosedResourceError
                     try:
                         data = os.read(fd, _RECEIVE_SIZE)
                         break
@@ -149,6 +153,8 @@ class _Connection:
 
     def close(self) -> None:
         """Close the socket at once (no TLS close_notify: the connection is being dropped)."""
+        if self.filed_at != math.inf:
+            self.timer.forget(self)
         _close_now(self.stream)
 
 
