@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from condukt.providers.lowlevel import TrioTransport
 
@@ -132,3 +134,42 @@ def test_one_transport_times_reads_in_one_trio_run_after_another() -> None:
 
     assert trio.run(one_run) < 2
     assert trio.run(one_run) < 2
+
+
+async def test_bytes_that_come_with_the_deadline_win(nursery: trio.Nursery, mock_clock: trio.testing.MockClock) -> None:
+    # The answer reaches the socket in the same tick as the read's deadline passes: as under a
+    # cancel scope (trio delivers I/O before it expires deadlines), the answer is read, not
+    # timed out. Trio orders each batch at random, so without the timer's readability check
+    # about half of these rounds would time out.
+    server_fds: list[int] = []
+
+    async def handler(stream: trio.SocketStream) -> None:
+        try:
+            while await _read_head(stream):
+                server_fds.append(stream.socket.fileno())
+        except trio.BrokenResourceError:
+            pass  # the client closed the connection (a timed-out read)
+
+    url = await _serve(nursery, handler)
+    outcomes: list[str] = []
+    async with httpx.AsyncClient(transport=TrioTransport()) as client:
+
+        async def get(done: trio.Event) -> None:
+            try:
+                outcomes.append((await client.get(url, timeout=httpx.Timeout(5, read=1.0))).text)
+            except httpx.ReadTimeout as exc:
+                outcomes.append(str(exc))
+            done.set()
+
+        for _ in range(30):
+            server_fds.clear()
+            done = trio.Event()
+            nursery.start_soon(get, done)
+            await trio.testing.wait_all_tasks_blocked()
+            [fd] = server_fds
+            # In one step, without a checkpoint between: the answer is in the client's socket
+            # and the clock is at the read's deadline.
+            os.write(fd, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            mock_clock.jump(1.0)
+            await done.wait()
+    assert outcomes == ["ok"] * 30

@@ -11,7 +11,7 @@ its connection; a connection goes into a heap when it starts waiting with
 a deadline earlier than the one it is already filed under, and one task
 (a trio system task, started on the first timed read of a trio run) sleeps
 until the earliest deadline, and ends when no connection is filed. A connection found still waiting past its
-deadline is closed, which wakes its reader (``trio.lowlevel.notify_closing``
+deadline, with nothing to read, is closed, which wakes its reader (``trio.lowlevel.notify_closing``
 through the socket's ``close``); the reader sees :attr:`Timed.timed_out`
 and raises a timeout, without touching the descriptor again (the number may
 be another file's by then). A connection closed while filed is let go
@@ -44,6 +44,9 @@ class Timed(Protocol):
     filed_at: float
     #: Set by the timer before it closes a connection whose read timed out.
     timed_out: bool
+
+    def has_data(self) -> bool:
+        """Whether bytes (or the end of the stream) are there to read, without waiting."""
 
     def close(self) -> None:
         """Close at once (this wakes a task waiting to read it)."""
@@ -117,6 +120,11 @@ class ReadTimer:
                     deadline = conn.read_deadline
                     if deadline <= now:
                         conn.filed_at = math.inf
+                        if conn.has_data():
+                            # The bytes came with the deadline (in the same tick): its reader is
+                            # woken by them and files its next read itself, as under a cancel
+                            # scope, where trio delivers I/O before it expires deadlines.
+                            continue
                         conn.timed_out = True
                         try:
                             conn.close()

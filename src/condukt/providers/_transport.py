@@ -151,6 +151,16 @@ class _Connection:
         else:
             self.reader.eof()
 
+    def has_data(self) -> bool:
+        """Whether bytes (or EOF) wait on the socket, without waiting (``False`` if it cannot be probed)."""
+        sock = _socket_of(self.stream)
+        if sock is None:
+            return False
+        try:
+            return _readable(sock.fileno())
+        except (OSError, ValueError):
+            return False
+
     def close(self) -> None:
         """Close the socket at once (no TLS close_notify: the connection is being dropped)."""
         if self.filed_at != math.inf:
