@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable
 
@@ -173,3 +174,42 @@ async def test_bytes_that_come_with_the_deadline_win(nursery: trio.Nursery, mock
             mock_clock.jump(1.0)
             await done.wait()
     assert outcomes == ["ok"] * 30
+
+
+class _FakeConnection:
+    """A connection as the read timer sees it, waiting on one read."""
+
+    def __init__(self) -> None:
+        self.read_deadline = math.inf
+        self.filed_at = math.inf
+        self.timed_out = False
+        self.readable = False
+        self.closed_at: float | None = None
+
+    def has_data(self) -> bool:
+        return self.readable
+
+    def close(self) -> None:
+        self.closed_at = trio.current_time()
+
+
+async def test_a_read_still_waiting_after_bytes_that_were_no_data_times_out(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    # Bytes at the deadline spare the read (its reader wakes for them); but if they were no data
+    # for the reader (a TLS record of the protocol's own), it goes on waiting on the same read,
+    # and the timer must still end it.
+    from condukt.providers._read_timer import ReadTimer
+
+    timer = ReadTimer()
+    conn = _FakeConnection()
+    conn.read_deadline = trio.current_time() + 1.0
+    timer.file(conn, conn.read_deadline)
+    conn.readable = True
+    mock_clock.jump(1.0)
+    await trio.testing.wait_all_tasks_blocked()
+    assert conn.closed_at is None and not conn.timed_out
+    conn.readable = False  # the reader took the bytes and waits again, on the same read
+    mock_clock.jump(1.0)
+    await trio.testing.wait_all_tasks_blocked()
+    assert conn.timed_out and conn.closed_at is not None

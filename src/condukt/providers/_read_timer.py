@@ -33,6 +33,8 @@ import trio
 __all__ = ["ReadTimer", "Timed"]
 
 logger = logging.getLogger("condukt.providers")
+#: Seconds after which a connection that had bytes to read at its deadline is looked at again.
+_GRACE = 0.05
 
 
 class Timed(Protocol):
@@ -119,12 +121,17 @@ class ReadTimer:
                         continue  # a later filing of the same connection replaced this one
                     deadline = conn.read_deadline
                     if deadline <= now:
-                        conn.filed_at = math.inf
                         if conn.has_data():
                             # The bytes came with the deadline (in the same tick): its reader is
-                            # woken by them and files its next read itself, as under a cancel
-                            # scope, where trio delivers I/O before it expires deadlines.
+                            # woken by them, as under a cancel scope, where trio delivers I/O
+                            # before it expires deadlines. Looked at again shortly: bytes that
+                            # were no data for the reader (a TLS record of the protocol's own)
+                            # leave it waiting on the same read.
+                            self._next += 1
+                            conn.filed_at = now + _GRACE
+                            heapq.heappush(heap, (conn.filed_at, self._next, conn))
                             continue
+                        conn.filed_at = math.inf
                         conn.timed_out = True
                         try:
                             conn.close()
