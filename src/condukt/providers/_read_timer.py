@@ -3,22 +3,27 @@
 A read with a timeout is usually a cancel scope around the wait. In trio
 0.35 one scope costs about 49k instructions to make, enter and leave
 (callgrind; more when its deadline moves), and a model request made one
-for its idle timeout: 61k of the 567k instructions of an OpenAI request
-through :class:`~condukt.providers.lowlevel.TrioTransport` (a run of 2
-turns: 1,134k with it, 1,011k without; ``benchmarks/providers_openai.py``'s
-workload, one agent at a time). Here a read only writes its deadline on
-its connection; a connection goes into a heap when it starts waiting with
-a deadline earlier than the one it is already filed under, and one task
-(a trio system task, started on the first timed read of a trio run) sleeps
-until the earliest deadline, and ends when no connection is filed. A connection found still waiting past its
-deadline, with nothing to read, is closed, which wakes its reader (``trio.lowlevel.notify_closing``
+for its idle timeout: a 2-turn run through
+:class:`~condukt.providers.lowlevel.TrioTransport` cost 1,134k client
+instructions with it, 1,005k without (docs/benchmarks.md, "Read timeouts
+without a cancel scope"). Here a read only writes its deadline on its
+connection; a connection goes into a heap when it starts waiting with a
+deadline earlier than the one it is already filed under, and one task (a
+trio system task, started on the first timed read of a trio run) sleeps
+until the earliest deadline, and ends when no connection is filed.
+
+A connection found still waiting past its deadline with nothing to read
+is closed, which wakes its reader (``trio.lowlevel.notify_closing``
 through the socket's ``close``); the reader sees :attr:`Timed.timed_out`
-and raises a timeout, without touching the descriptor again (the number may
-be another file's by then). A connection closed while filed is let go
-(:meth:`ReadTimer.forget`: its entries are dropped in batches), and the end
-of a trio run drops every entry (the next run files its reads again, on
-its own clock). Nothing in trio or httpx does this (trio's only
-timeout is the cancel scope; httpcore wraps each read in one).
+and raises a timeout, without touching the descriptor again (the number
+may be another file's by then). One with bytes to read at its deadline is
+spared, as a cancel scope would spare it (trio delivers I/O before it
+expires deadlines), and looked at again shortly. A connection closed
+while filed is let go (:meth:`ReadTimer.forget`: its entries are dropped
+in batches), and the end of a trio run drops every entry (the next run
+files its reads again, on its own clock). Nothing in trio or httpx does
+this (trio's only timeout is the cancel scope; httpcore wraps each read
+in one).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import trio
 __all__ = ["ReadTimer", "Timed"]
 
 logger = logging.getLogger("condukt.providers")
+
 #: Seconds after which a connection that had bytes to read at its deadline is looked at again.
 _GRACE = 0.05
 

@@ -15,8 +15,9 @@ same round trip without httpx's request and response objects, for callers
 It speaks HTTP/1.1 over TCP or TLS, honours httpx's per-request timeouts
 (``connect``, ``read``, ``write``, ``pool``; ``read`` and ``write`` per
 socket operation, as httpcore does; reads are timed by one task per
-transport rather than a cancel scope each, see :mod:`._read_timer`), and maps failures to httpx's exception
-classes, keeping the cause (a TLS verification failure, say) in the message.
+transport rather than a cancel scope each, see :mod:`._read_timer`), and
+maps failures to httpx's exception classes, keeping the cause (a TLS
+verification failure, say) in the message.
 A request without ``User-Agent`` or ``Accept-Encoding`` headers gets
 ``condukt/<version>`` and ``gzip, deflate`` (httpx decodes both).
 
