@@ -127,7 +127,12 @@ class ReadTimer:
                         continue  # a later filing of the same connection replaced this one
                     deadline = conn.read_deadline
                     if deadline <= now:
-                        if conn.has_data():
+                        try:
+                            spared = conn.has_data()
+                        except Exception:  # as for close below: the task must not raise
+                            logger.exception("probing a connection whose read timed out failed")
+                            spared = False
+                        if spared:
                             # The bytes came with the deadline (in the same tick): its reader is
                             # woken by them, as under a cancel scope, where trio delivers I/O
                             # before it expires deadlines. Looked at again shortly: bytes that
