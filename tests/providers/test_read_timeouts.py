@@ -213,3 +213,21 @@ async def test_a_read_still_waiting_after_bytes_that_were_no_data_times_out(
     mock_clock.jump(1.0)
     await trio.testing.wait_all_tasks_blocked()
     assert conn.timed_out and conn.closed_at is not None
+
+
+async def test_a_read_is_spared_by_bytes_at_its_deadline_only_once(mock_clock: trio.testing.MockClock) -> None:
+    # A socket that stays readable while its reader stays in the same read (a TLS stream busy
+    # with records of its own, say) cannot keep the read alive past one short look again.
+    from condukt.providers._read_timer import ReadTimer
+
+    timer = ReadTimer()
+    conn = _FakeConnection()
+    conn.read_deadline = trio.current_time() + 1.0
+    timer.file(conn, conn.read_deadline)
+    conn.readable = True
+    mock_clock.jump(1.0)
+    await trio.testing.wait_all_tasks_blocked()
+    assert conn.closed_at is None
+    mock_clock.jump(1.0)
+    await trio.testing.wait_all_tasks_blocked()
+    assert conn.timed_out and conn.closed_at is not None

@@ -127,17 +127,18 @@ class ReadTimer:
                         continue  # a later filing of the same connection replaced this one
                     deadline = conn.read_deadline
                     if deadline <= now:
-                        try:
-                            spared = conn.has_data()
-                        except Exception:  # as for close below: the task must not raise
-                            logger.exception("probing a connection whose read timed out failed")
-                            spared = False
+                        spared = False
+                        if now - deadline < _GRACE:  # once only: a read spared before is not again
+                            try:
+                                spared = conn.has_data()
+                            except Exception:  # as for close below: the task must not raise
+                                logger.exception("probing a connection whose read timed out failed")
                         if spared:
                             # The bytes came with the deadline (in the same tick): its reader is
                             # woken by them, as under a cancel scope, where trio delivers I/O
                             # before it expires deadlines. Looked at again shortly: bytes that
                             # were no data for the reader (a TLS record of the protocol's own)
-                            # leave it waiting on the same read.
+                            # leave it waiting on the same read, and then it times out.
                             self._next += 1
                             conn.filed_at = now + _GRACE
                             heapq.heappush(heap, (conn.filed_at, self._next, conn))
