@@ -279,3 +279,15 @@ async def test_run_default_node_applies_to_every_task_of_the_run(autojump_clock:
         trio.lowlevel.spawn_system_task(elsewhere, context=contextvars.Context())
         await trio.testing.wait_all_tasks_blocked()
     assert seen == [first, second, first, None]
+
+
+async def test_pubsub_topics_show_who_listens_and_cannot_be_changed() -> None:
+    async with condukt.open_node() as node:
+        topics = node.pubsub.topics
+        assert not topics  # nobody subscribes: a publisher need not build its message
+        subscription = node.subscribe("agent-1")
+        assert dict(topics) == {"agent-1": {subscription}}  # a live view
+        with pytest.raises(TypeError):
+            topics["other"] = set()  # type: ignore[index]
+        subscription.close()
+        assert not topics

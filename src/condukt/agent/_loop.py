@@ -39,10 +39,10 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
     messages = session.messages
     # Events are built only for someone. The run's own listeners are known
     # now (a reader that leaves only makes them fewer); node subscribers
-    # come and go, so ``pubsub`` is checked each time. Plain locals, not
+    # come and go, so ``subscribed`` is checked each time. Plain locals, not
     # bound methods: fewer objects per run in flight.
     watched = run.sink is not None or run.on_event is not None or session._event_hook
-    pubsub = session.pubsub
+    subscribed = session.subscribed  # the node's topics with subscribers: a live view, tested as it is
     max_turns = run.max_turns or session.config.max_turns
     prompt = session.scrub(run.prompt)
     resumed = run.resumed
@@ -69,7 +69,7 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
             try:
                 if resumed is None:
                     messages.append(UserMessage((TextBlock(prompt), *run.images)))
-                if watched or pubsub:
+                if watched or subscribed:
                     await run.emit(AgentStart(session.id, prompt, run.id))
                 for started in hooks.run_started:
                     started(run)
@@ -77,7 +77,7 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                     if run.steers:
                         _take_steers(session, run)
                     run.turn += 1
-                    if watched or pubsub:
+                    if watched or subscribed:
                         await run.emit(TurnStart(run.turn))
                     if in_flight is not None:  # resumed: finish the turn the checkpoint holds
                         response, in_flight = in_flight, None
@@ -103,7 +103,7 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
                         run.taken = ()
                     for changed in hooks.history_changed:
                         await changed(session)
-                    if watched or pubsub:
+                    if watched or subscribed:
                         await run.emit(TurnEnd(run.turn, response))
                     stop = False
                     for after in hooks.after_turn:  # every hook sees the turn, even after one said stop

@@ -113,6 +113,8 @@ class Session:
         self.tool_definitions: tuple[ToolDefinition, ...] = ()
         self._lifecycle = Lifecycle(self)
         self.pubsub = self.node.pubsub
+        #: The node's topics with subscribers (empty: nobody to publish events to).
+        self.subscribed = self.pubsub.topics
         self._runs = 0
         self._event_hook = False
         self.scrubs = False
@@ -398,11 +400,11 @@ class Session:
 
     def _listened(self, run: Run) -> bool:
         """Whether anyone receives ``run``'s events (else per-call events need not be built)."""
-        return run.sink is not None or run.on_event is not None or self._event_hook or bool(self.pubsub)
+        return run.sink is not None or run.on_event is not None or self._event_hook or bool(self.subscribed)
 
     async def _emit(self, run: Run, event: Event) -> None:
         """Deliver ``event`` to node subscribers, the run's stream and callback, and ``handle_event``."""
-        if self.pubsub:
+        if self.subscribed:
             self.pubsub.publish(self.id, AgentEvent(self.id, event))
         sink = run.sink
         if sink is not None:

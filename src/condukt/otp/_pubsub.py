@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
-from types import TracebackType
+from collections.abc import Hashable, Mapping
+from collections.abc import Set as AbstractSet
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 import trio
@@ -80,10 +81,14 @@ class Subscription:
 class PubSub:
     """Topics -> subscriptions. ``publish`` is synchronous and never blocks."""
 
-    __slots__ = ("_topics",)
+    __slots__ = ("_topics", "topics")
 
     def __init__(self) -> None:
         self._topics: dict[Hashable, set[Subscription]] = {}
+        #: The topics that have subscribers, each with its subscriptions: a live, read-only view.
+        #: Empty when nobody subscribes, and testing it for truth costs no Python call (unlike
+        #: ``bool(pubsub)``): for publishers that build a message only when someone listens.
+        self.topics: Mapping[Hashable, AbstractSet[Subscription]] = MappingProxyType(self._topics)
 
     def __bool__(self) -> bool:
         return bool(self._topics)
