@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -73,10 +74,20 @@ def _request(
     on_event: Any = None,
 ) -> RunRequest:
     """A checked :class:`RunRequest`: every argument error is raised here, in the caller."""
-    check_str("prompt", prompt, optional=False)
-    timeout = check_seconds("timeout", timeout)
-    max_turns = check_count("max_turns", max_turns, optional=True)
-    check_callable("on_event", on_event)
+    # The checks are called only where they have something to check (each call
+    # is about 1% of a run on an in-process model).
+    if not isinstance(prompt, str):
+        check_str("prompt", prompt, optional=False)
+    if timeout is not None:
+        kind = type(timeout)
+        if (kind is int or kind is float) and 0 < timeout < math.inf:
+            timeout = float(timeout)  # what check_seconds gives for it
+        else:
+            timeout = check_seconds("timeout", timeout)
+    if max_turns is not None:
+        max_turns = check_count("max_turns", max_turns, optional=True)
+    if on_event is not None:
+        check_callable("on_event", on_event)
     spec = None if output is None else output_spec(output)
     if input is not None or input_schema is not None:
         rendered = render_input(input, input_schema)
