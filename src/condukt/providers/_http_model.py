@@ -609,8 +609,8 @@ class HttpModel(abc.ABC):
             timeout = httpx.Timeout(self._timeout, pool=None) if self._timeout is not None else self.client.timeout
             # ``read`` bounds each wait for bytes, head and body alike: an idle timeout that
             # resets while bytes move (the transport times it; see ``TrioTransport``).
-            timeouts = self._timeouts = {"connect": timeout.connect, "read": timeout.read, "write": timeout.write}
-            timeouts["pool"] = None
+            connect, read, write = timeout.connect, timeout.read, timeout.write
+            timeouts = self._timeouts = {"connect": connect, "read": read, "write": write, "pool": None}
         return timeouts
 
     def _raw_headers(self) -> list[tuple[bytes, bytes]]:
