@@ -96,20 +96,25 @@ def cpu() -> float:
     return time.process_time()
 
 
-async def running_agent(node: condukt.Node) -> float:
-    """CPU per run on an agent that is already running; the history is cleared every 50 runs (not timed)."""
-    agent = await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS)
+async def sequential(call: Any, argument: Any, clear: Any) -> float:
+    """CPU µs per ``await call(argument)``, RUNS one after another, ``await clear()`` every 50 (not timed); best of 3."""
     best = float("inf")
     for _ in range(3):
         used = 0.0
         for _ in range(RUNS // 50):
             start = cpu()
             for _ in range(50):
-                await agent.run("go")
+                await call(argument)
             used += cpu() - start
-            await agent.clear()
+            await clear()
         best = min(best, used / RUNS * 1e6)
     return best
+
+
+async def running_agent(node: condukt.Node) -> float:
+    """CPU per run on an agent that is already running; the history is cleared every 50 runs (not timed)."""
+    agent = await node.spawn(condukt.Agent, model=TwoTurns(), **OPTIONS)
+    return await sequential(agent.run, "go", agent.clear)
 
 
 async def spawn_run_stop(node: condukt.Node) -> float:
@@ -221,16 +226,7 @@ async def raw_actors() -> tuple[float, float, float]:
             sends.append(send)
             nursery.start_soon(_raw_actor, receive)
         await trio.testing.wait_all_tasks_blocked()
-        best = float("inf")
-        for _ in range(3):
-            used = 0.0
-            for _ in range(RUNS // 50):
-                start = cpu()
-                for _ in range(50):
-                    await _raw_call(sends[0])
-                used += cpu() - start
-                await sends[0].send((None, None))
-            best = min(best, used / RUNS * 1e6)
+        best = await sequential(_raw_call, sends[0], lambda: sends[0].send((None, None)))
         at_once = []
         for _ in range(2):
             gc.collect()

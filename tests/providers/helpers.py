@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any, ClassVar
+
+import trio
 
 import condukt
 from condukt.events import Event
@@ -64,3 +68,20 @@ class Weather(condukt.Tool):
 
     async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> str:
         return f"Temperature: 70F in {args['location']}"
+
+
+async def read_head(stream: trio.abc.ReceiveStream) -> bytes:
+    """Read one request head (through its blank line) off ``stream``; ``b""`` at EOF."""
+    buffer = bytearray()
+    while b"\r\n\r\n" not in buffer:
+        data = await stream.receive_some(65536)
+        if not data:
+            return b""
+        buffer += data
+    return bytes(buffer)
+
+
+async def serve_tcp(nursery: trio.Nursery, handler: Callable[[trio.SocketStream], object]) -> str:
+    """Serve ``handler`` on an ephemeral port of 127.0.0.1 in ``nursery``; the server's base URL."""
+    [listener] = await nursery.start(functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+    return f"http://127.0.0.1:{listener.socket.getsockname()[1]}"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-from collections.abc import Callable
 
 import httpx
 import pytest
@@ -14,25 +12,12 @@ import trio.testing
 
 from condukt.providers.lowlevel import TrioTransport
 
-
-async def _read_head(stream: trio.SocketStream) -> bytes:
-    buffer = bytearray()
-    while b"\r\n\r\n" not in buffer:
-        data = await stream.receive_some(65536)
-        if not data:
-            return b""
-        buffer += data
-    return bytes(buffer)
-
-
-async def _serve(nursery: trio.Nursery, handler: Callable[[trio.SocketStream], object]) -> str:
-    [listener] = await nursery.start(functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
-    return f"http://127.0.0.1:{listener.socket.getsockname()[1]}"
+from .helpers import read_head, serve_tcp
 
 
 async def _by_path(stream: trio.SocketStream) -> None:
     """``/stall``: never answers; ``/slow``: answers after 0.6 s; ``/trickle``: a body one byte per 0.1 s; else at once."""
-    while head := await _read_head(stream):
+    while head := await read_head(stream):
         path = head.split(b" ", 2)[1]
         if path == b"/stall":
             await trio.sleep_forever()
@@ -48,7 +33,7 @@ async def _by_path(stream: trio.SocketStream) -> None:
 
 
 async def test_each_request_times_out_after_its_own_read_timeout(nursery: trio.Nursery) -> None:
-    url = await _serve(nursery, _by_path)
+    url = await serve_tcp(nursery, _by_path)
     outcomes: dict[str, tuple[str, float]] = {}
     async with httpx.AsyncClient(transport=TrioTransport()) as client:
         started = trio.current_time()
@@ -74,7 +59,7 @@ async def test_each_request_times_out_after_its_own_read_timeout(nursery: trio.N
 
 async def test_a_body_that_keeps_moving_is_not_cut_by_the_read_timeout(nursery: trio.Nursery) -> None:
     # 8 bytes, 0.1 s apart: 0.8 s in all, but never 0.3 s without a byte.
-    url = await _serve(nursery, _by_path)
+    url = await serve_tcp(nursery, _by_path)
     async with httpx.AsyncClient(transport=TrioTransport()) as client:
         with trio.fail_after(5):
             response = await client.get(url + "/trickle", timeout=httpx.Timeout(5, read=0.3))
@@ -82,7 +67,7 @@ async def test_a_body_that_keeps_moving_is_not_cut_by_the_read_timeout(nursery: 
 
 
 async def test_a_shorter_read_timeout_on_a_reused_connection_applies(nursery: trio.Nursery) -> None:
-    url = await _serve(nursery, _by_path)
+    url = await serve_tcp(nursery, _by_path)
     transport = TrioTransport()
     async with httpx.AsyncClient(transport=transport) as client:
         assert (await client.get(url + "/fast", timeout=httpx.Timeout(5, read=30))).text == "ok"
@@ -109,7 +94,7 @@ def _read_timer_tasks() -> list[trio.lowlevel.Task]:
 
 
 async def test_the_timer_task_ends_once_no_read_is_timed(nursery: trio.Nursery) -> None:
-    url = await _serve(nursery, _by_path)
+    url = await serve_tcp(nursery, _by_path)
     async with httpx.AsyncClient(transport=TrioTransport()) as client:
         assert (await client.get(url + "/fast", timeout=httpx.Timeout(5, read=0.2))).text == "ok"
         assert len(_read_timer_tasks()) == 1
@@ -125,7 +110,7 @@ def test_one_transport_times_reads_in_one_trio_run_after_another() -> None:
 
     async def one_run() -> float:
         async with trio.open_nursery() as nursery:
-            url = await _serve(nursery, _by_path)
+            url = await serve_tcp(nursery, _by_path)
             client = httpx.AsyncClient(transport=transport)
             started = trio.current_time()
             with trio.fail_after(3), pytest.raises(httpx.ReadTimeout):
@@ -146,12 +131,12 @@ async def test_bytes_that_come_with_the_deadline_win(nursery: trio.Nursery, mock
 
     async def handler(stream: trio.SocketStream) -> None:
         try:
-            while await _read_head(stream):
+            while await read_head(stream):
                 server_fds.append(stream.socket.fileno())
         except trio.BrokenResourceError:
             pass  # the client closed the connection (a timed-out read)
 
-    url = await _serve(nursery, handler)
+    url = await serve_tcp(nursery, handler)
     outcomes: list[str] = []
     async with httpx.AsyncClient(transport=TrioTransport()) as client:
 
@@ -193,12 +178,8 @@ class _FakeConnection:
         self.closed_at = trio.current_time()
 
 
-async def test_a_read_still_waiting_after_bytes_that_were_no_data_times_out(
-    mock_clock: trio.testing.MockClock,
-) -> None:
-    # Bytes at the deadline spare the read (its reader wakes for them); but if they were no data
-    # for the reader (a TLS record of the protocol's own), it goes on waiting on the same read,
-    # and the timer must still end it.
+async def _readable_at_its_deadline(clock: trio.testing.MockClock) -> _FakeConnection:
+    """A connection waiting on a read with a 1 s timeout, filed with a timer, readable when the clock reaches it."""
     from condukt.providers._read_timer import ReadTimer
 
     timer = ReadTimer()
@@ -206,8 +187,18 @@ async def test_a_read_still_waiting_after_bytes_that_were_no_data_times_out(
     conn.read_deadline = trio.current_time() + 1.0
     timer.file(conn, conn.read_deadline)
     conn.readable = True
-    mock_clock.jump(1.0)
+    clock.jump(1.0)
     await trio.testing.wait_all_tasks_blocked()
+    return conn
+
+
+async def test_a_read_still_waiting_after_bytes_that_were_no_data_times_out(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    # Bytes at the deadline spare the read (its reader wakes for them); but if they were no data
+    # for the reader (a TLS record of the protocol's own), it goes on waiting on the same read,
+    # and the timer must still end it.
+    conn = await _readable_at_its_deadline(mock_clock)
     assert conn.closed_at is None and not conn.timed_out
     conn.readable = False  # the reader took the bytes and waits again, on the same read
     mock_clock.jump(1.0)
@@ -218,15 +209,7 @@ async def test_a_read_still_waiting_after_bytes_that_were_no_data_times_out(
 async def test_a_read_is_spared_by_bytes_at_its_deadline_only_once(mock_clock: trio.testing.MockClock) -> None:
     # A socket that stays readable while its reader stays in the same read (a TLS stream busy
     # with records of its own, say) cannot keep the read alive past one short look again.
-    from condukt.providers._read_timer import ReadTimer
-
-    timer = ReadTimer()
-    conn = _FakeConnection()
-    conn.read_deadline = trio.current_time() + 1.0
-    timer.file(conn, conn.read_deadline)
-    conn.readable = True
-    mock_clock.jump(1.0)
-    await trio.testing.wait_all_tasks_blocked()
+    conn = await _readable_at_its_deadline(mock_clock)
     assert conn.closed_at is None
     mock_clock.jump(1.0)
     await trio.testing.wait_all_tasks_blocked()

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import functools
 import gc
 import os
 import socket
 import threading
-from collections.abc import Callable
 
 import httpx
 import pytest
@@ -20,22 +18,7 @@ from condukt.providers import ProviderUnavailable, StreamError
 from condukt.providers.lowlevel import TrioTransport
 from condukt.testing.server import Fault, ProtocolServer, reply
 
-from .helpers import spawn
-
-
-async def _read_head(stream: trio.SocketStream) -> bytes:
-    buffer = bytearray()
-    while b"\r\n\r\n" not in buffer:
-        data = await stream.receive_some(65536)
-        if not data:
-            return b""
-        buffer += data
-    return bytes(buffer)
-
-
-async def _serve(nursery: trio.Nursery, handler: Callable[[trio.SocketStream], object]) -> str:
-    [listener] = await nursery.start(functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
-    return f"http://127.0.0.1:{listener.socket.getsockname()[1]}"
+from .helpers import read_head, serve_tcp, spawn
 
 
 def _blocking_server(stop: threading.Event) -> tuple[str, threading.Thread]:
@@ -124,11 +107,11 @@ async def test_a_reader_woken_as_its_read_times_out_never_reads_a_reused_descrip
     answer = trio.Event()
 
     async def handler(stream: trio.SocketStream) -> None:
-        while await _read_head(stream):
+        while await read_head(stream):
             server_fds.append(stream.socket.fileno())
             await trio.sleep_forever()
 
-    url = await _serve(nursery, handler)
+    url = await serve_tcp(nursery, handler)
     stolen: list[bytes] = []
     outcomes: list[str] = []
     for _ in range(40):
@@ -197,10 +180,10 @@ async def test_closed_connections_are_not_kept_until_their_read_deadline(nursery
     # A server that closes every connection after its answer: each request has a new
     # connection, timed with a long read timeout. Once closed, nothing should keep them.
     async def answers_and_closes(stream: trio.SocketStream) -> None:
-        if await _read_head(stream):
+        if await read_head(stream):
             await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
 
-    url = await _serve(nursery, answers_and_closes)
+    url = await serve_tcp(nursery, answers_and_closes)
     transport = TrioTransport()
     async with httpx.AsyncClient(transport=transport) as client:
         before = _client_socket_streams()

@@ -16,15 +16,7 @@ import trustme
 
 from condukt.providers.lowlevel import TrioTransport
 
-
-async def _read_head(stream: trio.abc.ReceiveStream) -> bytes:
-    buffer = bytearray()
-    while b"\r\n\r\n" not in buffer:
-        data = await stream.receive_some(65536)
-        if not data:
-            return b""
-        buffer += data
-    return bytes(buffer)
+from .helpers import read_head
 
 
 async def test_a_tls_read_given_part_of_a_record_at_its_deadline_still_times_out(
@@ -44,7 +36,7 @@ async def test_a_tls_read_given_part_of_a_record_at_its_deadline_still_times_out
 
     async def handler(stream: trio.SSLStream[trio.SocketStream]) -> None:
         try:
-            if await _read_head(stream):
+            if await read_head(stream):
                 server_fds.append(stream.transport_stream.socket.fileno())
                 await trio.sleep_forever()
         except trio.BrokenResourceError:
@@ -88,7 +80,7 @@ async def test_an_exchange_never_awaited_holds_no_slot(nursery: trio.Nursery) ->
     # ``exchange_prepared`` hands back the round trip without starting it: dropped un-awaited,
     # it has taken none of the transport's slots (the only one here), and raises nothing.
     async def handler(stream: trio.SocketStream) -> None:
-        while await _read_head(stream):
+        while await read_head(stream):
             await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
     [listener] = await nursery.start(functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
@@ -112,7 +104,7 @@ async def test_handle_async_request_gives_the_response_httpx_gives(nursery: trio
     # What ``RawResponse.to_httpx`` builds is the response httpx users had: status, reason,
     # raw headers in the server's case, a decoded body, the connection back in the pool.
     async def handler(server_stream: trio.SocketStream) -> None:
-        while await _read_head(server_stream):
+        while await read_head(server_stream):
             await server_stream.send_all(
                 b"HTTP/1.1 201 Made Here\r\nX-Thing: A\r\nx-thing: b\r\nContent-Length: 5\r\n\r\nhello"
             )
