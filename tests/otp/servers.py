@@ -120,7 +120,7 @@ class Gate:
     """What :class:`Flaky`'s next ``init`` does; tests change it between starts.
 
     ``mode`` is ``"run"``, ``"fail"`` (raise :class:`Boom`) or ``"ignore"``
-    (return ``condukt.IGNORE``), each after ``delay`` seconds; the next
+    (return ``condukt.otp.IGNORE``), each after ``delay`` seconds; the next
     ``fail_next`` inits fail whatever the mode. ``inits`` lists the handle of
     every incarnation whose ``init`` ran, ``failures`` counts the failed ones.
     """
