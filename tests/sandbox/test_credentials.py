@@ -33,35 +33,56 @@ HOST_ENV = {
 }
 
 NODE = """
-import json, sys, trio, condukt
+import json, os, pathlib, sys, trio, condukt
 from condukt.testing import ScriptedModel, call, reply
 
 async def main():
-    commands, sandbox = json.loads(sys.argv[1]), sys.argv[2]
-    model = ScriptedModel([[call("bash", {"command": c}) for c in commands], reply("done")])
+    commands, sandbox, cwd, tool, store_root = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+    commands = [c.replace("NODE_PID", str(os.getpid())) for c in commands]
+    if tool == "cat":
+        tools = [condukt.tools.Command(command="cat")]
+        calls = [call("cat", {"args": c.split()}) for c in commands]
+    else:
+        tools = [condukt.tools.Bash]
+        calls = [call("bash", {"command": c}) for c in commands]
+    model = ScriptedModel([calls, reply("done"), reply("again")])
     options = {"sandbox": condukt.sandbox.Bubblewrap()} if sandbox == "bwrap" else {}
+    store = condukt.sessions.DiskStore(store_root)
     async with condukt.open_node() as node:
-        agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.tools.Bash], cwd=sys.argv[3], **options)
+        agent = await node.spawn(condukt.Agent, model=model, tools=tools, cwd=cwd, session_store=store, **options)
         await agent.run("go")
         history = await agent.history()
-    print(json.dumps([m.text for m in history[2:-1]]))
+        await agent.run("next")  # its request carries the first run's tool results
+    print(json.dumps({
+        "results": [m.text for m in history[2:-1]],
+        "elsewhere": [repr(model.requests[-1])] + [p.read_text() for p in pathlib.Path(store_root).rglob("*") if p.is_file()],
+    }))
 
 trio.run(main)
 """
 
 
-def node_run(tmp_path: Path, commands: list[str], sandbox: str = "default") -> list[str]:
-    """Bash results from a node process whose own environment holds :data:`HOST_ENV`."""
+def node_run(tmp_path: Path, commands: list[str], sandbox: str = "default", tool: str = "bash") -> list[str]:
+    """Tool results from a node process whose own environment holds :data:`HOST_ENV`.
+
+    The node keeps its session in a Disk store and runs a second time; the
+    store's files and that second model request (which carries the tool
+    results) are checked for credentials here, the results are returned.
+    """
     env = {**os.environ, **HOST_ENV}
+    store = tmp_path.parent / f"{tmp_path.name}-store"
     done = subprocess.run(
-        [sys.executable, "-c", NODE, json.dumps(commands), sandbox, str(tmp_path)],
+        [sys.executable, "-c", NODE, json.dumps(commands), sandbox, str(tmp_path), tool, str(store)],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    results: list[str] = json.loads(done.stdout)
+    out = json.loads(done.stdout)
+    assert len(out["elsewhere"]) >= 2, "the request and at least one snapshot file"
+    assert_no_credential(out["elsewhere"])
+    results: list[str] = out["results"]
     return results
 
 
@@ -94,6 +115,15 @@ def test_a_credential_read_from_the_nodes_own_environ_is_redacted(tmp_path: Path
     assert_no_credential(texts)
     assert "ANTHROPIC_API_KEY=[REDACTED:ANTHROPIC_API_KEY]" in texts[0]
     assert "DATABASE_URL=[REDACTED:DATABASE_URL]" in texts[0]
+
+
+@LINUX
+def test_a_cat_grant_reading_the_nodes_environ_gets_redacted_values(tmp_path: Path) -> None:
+    # A Command grant runs no shell, but `cat` can still read the node's own
+    # /proc entry (same user, no sandbox: docs/sandboxes.md); the values are redacted.
+    texts = node_run(tmp_path, ["/proc/NODE_PID/environ"], tool="cat")
+    assert_no_credential(texts)
+    assert "[REDACTED:STRIPE_KEY]" in texts[0] and "[REDACTED:ANTHROPIC_API_KEY]" in texts[0]
 
 
 @LINUX
