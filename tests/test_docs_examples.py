@@ -60,7 +60,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDES = [*sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md")), "README.md"]
-TIMEOUT = 60.0
+TIMEOUT = 180.0  # a ceiling: the Ray guide's blocks each start a local cluster, slow on a loaded machine
 
 _FENCE = re.compile(r"^(?:<!-- docs-test: ([^\n]*?) -->\n)?```python\n(.*?)^```$", re.S | re.M)
 #: What may follow a program: "Output...:" then a text block holding what it prints.

@@ -766,3 +766,19 @@ def test_a_stream_whose_opening_is_cancelled_leaves_no_error_unread(mode: str) -
         return reported
 
     assert asyncio.run(main()) == []
+
+
+def test_the_trio_api_awaited_from_asyncio_says_to_use_condukt_asyncio() -> None:
+    async def main() -> list[str]:
+        errors = []
+        with pytest.raises(RuntimeError) as info:
+            async with condukt.open_node():
+                pass
+        errors.append(str(info.value))
+        with pytest.raises(RuntimeError) as info:
+            await condukt.run(condukt.Agent, "hi", model=ScriptedModel([reply("x")]))
+        errors.append(str(info.value))
+        return errors
+
+    for error in asyncio.run(main()):
+        assert "condukt.asyncio.open_node()" in error and "outside trio" in error

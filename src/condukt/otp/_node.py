@@ -375,6 +375,13 @@ class open_node:  # noqa: N801 - named like trio's open_* context managers
     _token: Token[Node | None] | None = None
 
     async def __aenter__(self) -> Node:
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:
+            raise RuntimeError(
+                "open_node() runs on trio and was awaited outside trio (asyncio?): from asyncio code use"
+                " condukt.asyncio.open_node() or condukt.asyncio.run(...) (docs/embedding.md)"
+            ) from None
         node = self._node = Node()
         # Set before any task starts so every process inherits it.
         self._token = _current_node.set(node)
