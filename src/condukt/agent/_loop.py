@@ -68,7 +68,7 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
         with scope:
             try:
                 if resumed is None:
-                    messages.append(UserMessage((TextBlock(prompt), *run.images)))
+                    messages.append(UserMessage((TextBlock(prompt), *run.attachments)))
                 if watched or subscribed:
                     await run.emit(AgentStart(session.id, prompt, run.id))
                 for started in hooks.run_started:

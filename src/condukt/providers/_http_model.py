@@ -19,7 +19,7 @@ import httpx
 import trio
 
 from ..events import Event, Retry, TextDelta, ThinkingDelta
-from ..messages import AssistantMessage, ImageBlock, StopReason, TextBlock, ThinkingBlock, UserMessage
+from ..messages import AssistantMessage, StopReason, TextBlock, ThinkingBlock, UserMessage
 from ..otp import current_node
 from ._errors import (
     AuthenticationFailed,
@@ -32,6 +32,7 @@ from ._errors import (
     ProviderUnavailable,
     RateLimited,
     StreamError,
+    UnsupportedContent,
 )
 from ._http import DEFAULT_BASE_URLS, NodeHttp, endpoint_name, node_http
 from ._model import Emit, ModelRequest
@@ -59,7 +60,8 @@ _REFUSALS = frozenset({StopReason.REFUSAL, StopReason.CONTENT_FILTER})
 def _has_prompt(message: Any) -> bool:
     if type(message) is not UserMessage:
         return True
-    return any(type(block) is ImageBlock or block.text.strip() for block in message.content)  # type: ignore[union-attr]
+    # An image or a document is something to answer, even without text.
+    return any(type(block) is not TextBlock or block.text.strip() for block in message.content)
 
 
 def resolve_api_key(provider: str, api_key: str | None, env_var: str | None, *, required: bool = True) -> str | None:
@@ -563,13 +565,19 @@ class HttpModel(abc.ABC):
         Raises a :class:`~condukt.providers.ProviderError` subclass on failure:
         :class:`~condukt.providers.EmptyPrompt` before any request when there
         is nothing to answer, :class:`~condukt.providers.ModelRefused` when the
-        model refused or a content filter withheld the answer.
+        model refused or a content filter withheld the answer,
+        :class:`~condukt.providers.UnsupportedContent` before any request
+        when the conversation holds a document type the protocol cannot carry.
         Cancellation closes the connection of the request in flight.
         """
         messages = request.messages
         if not messages or not _has_prompt(messages[-1]):
             raise EmptyPrompt(self.provider, "the prompt is empty: nothing to send to the model")
-        body = self.encode_request(request)
+        try:
+            body = self.encode_request(request)
+        except UnsupportedContent as exc:
+            exc.provider = self.provider  # the encoders name the protocol; this names the preset too (ollama...)
+            raise
         estimate = len(body) // 4
         number = 0
         while True:  # the attempts

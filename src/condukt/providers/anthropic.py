@@ -3,8 +3,10 @@
 Requests carry ``x-api-key`` and ``anthropic-version``; the key comes from
 ``api_key=`` or ``ANTHROPIC_API_KEY``, the base URL from ``base_url=``,
 ``ANTHROPIC_BASE_URL`` or ``https://api.anthropic.com``. Tool results go
-back as ``tool_result`` blocks (images included) in one user message per
-turn; a ``thinking_level`` other than ``off`` turns extended thinking on
+back as ``tool_result`` blocks (images and documents included) in one
+user message per turn; documents are ``document`` blocks (a PDF as a
+``base64`` source, a ``text/*`` document as a ``text`` source, the title as
+``title``); a ``thinking_level`` other than ``off`` turns extended thinking on
 with the budget in :data:`THINKING_BUDGETS`, and thinking blocks (with their
 signatures) are sent back as the API requires during tool use.
 """
@@ -22,6 +24,7 @@ from ..messages import (
     AssistantMessage,
     Citation,
     ContentBlock,
+    DocumentBlock,
     ImageBlock,
     ProviderBlock,
     StopReason,
@@ -32,6 +35,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ._documents import PDF, check_pdf_or_text, document_text
 from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -136,6 +140,20 @@ def _image(block: ImageBlock) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": block.media_type, "data": block.data}}
 
 
+def _document(block: DocumentBlock) -> dict[str, Any]:
+    """A ``document`` block: a PDF as a base64 source, a text document as a plain-text source."""
+    check_pdf_or_text(block, "anthropic")
+    source: dict[str, Any]
+    if block.media_type == PDF:
+        source = {"type": "base64", "media_type": PDF, "data": block.data}
+    else:  # the API's text source is text/plain only; any text/* document is plain text to it
+        source = {"type": "text", "media_type": "text/plain", "data": document_text(block, "anthropic")}
+    document: dict[str, Any] = {"type": "document", "source": source}
+    if block.title:
+        document["title"] = block.title
+    return document
+
+
 def _user_content(blocks: Any) -> list[dict[str, Any]]:
     out = []
     for block in blocks:
@@ -144,6 +162,8 @@ def _user_content(blocks: Any) -> list[dict[str, Any]]:
                 out.append(_text(block))
         elif type(block) is ImageBlock:
             out.append(_image(block))
+        elif type(block) is DocumentBlock:
+            out.append(_document(block))
     return out
 
 

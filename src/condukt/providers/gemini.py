@@ -12,8 +12,12 @@ The wire format, from the public API reference:
 - Roles are ``user`` and ``model``; the system prompt is
   ``systemInstruction``. Tool results are ``functionResponse`` parts
   (``{"name", "id", "response": {"output": text}}``, ``{"error": text}`` for
-  an error result) in one ``user`` turn, in call order; images a tool
-  returned follow them as ``inlineData`` parts of that turn.
+  an error result) in one ``user`` turn, in call order; images and
+  documents a tool returned follow them as ``inlineData`` parts of that turn.
+- Images and documents are ``inlineData`` parts (``mimeType``, base64
+  ``data``); documents must be PDF or ``text/*`` (Gemini reads other text
+  formats as plain text), else :class:`~condukt.providers.UnsupportedContent`.
+  The API has no field for a document's title: it is not sent.
 - Tools are ``functionDeclarations`` whose ``parametersJsonSchema`` carries
   the tool's JSON schema as it is.
 - ``functionCall`` parts become :class:`~condukt.messages.ToolCall`; a call
@@ -52,6 +56,7 @@ from ..events import Event, TextDelta, ThinkingDelta
 from ..messages import (
     AssistantMessage,
     ContentBlock,
+    DocumentBlock,
     ImageBlock,
     StopReason,
     TextBlock,
@@ -61,6 +66,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ._documents import check_pdf_or_text
 from ._errors import MissingApiKey, StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -100,7 +106,9 @@ _ids = itertools.count(1)
 _Encoded = tuple[str, list[dict[str, Any]]]  # (role, parts)
 
 
-def _inline(block: ImageBlock) -> dict[str, Any]:
+def _inline(block: ImageBlock | DocumentBlock) -> dict[str, Any]:
+    if type(block) is DocumentBlock:
+        check_pdf_or_text(block, "gemini")
     return {"inlineData": {"mimeType": block.media_type, "data": block.data}}
 
 
@@ -123,7 +131,7 @@ def _encode_message(message: Any) -> _Encoded:
         if not message.tool_call_id.startswith(GENERATED_ID_PREFIX):
             response["id"] = message.tool_call_id
         parts: list[dict[str, Any]] = [{"functionResponse": response}]
-        parts.extend(_inline(block) for block in message.content if type(block) is ImageBlock)
+        parts.extend(_inline(block) for block in message.content if type(block) is not TextBlock)
         return "user", parts
     if kind is UserMessage:
         user: list[dict[str, Any]] = []
@@ -131,7 +139,7 @@ def _encode_message(message: Any) -> _Encoded:
             if type(block) is TextBlock:
                 if block.text:
                     user.append({"text": block.text})
-            elif type(block) is ImageBlock:
+            else:  # an image or a document
                 user.append(_inline(block))
         return "user", user
     parts = []
