@@ -96,10 +96,11 @@ class DocumentBlock:
 
     ``media_type`` is e.g. ``"application/pdf"`` or ``"text/plain"``;
     ``title`` names it to the model (Anthropic's document ``title``, the
-    OpenAI ``filename``), ``None`` for a generic name. Which media types a
-    provider takes is checked before a request is sent
-    (:class:`~condukt.providers.UnsupportedContent`): PDF and ``text/*``
-    documents on every protocol, other types only on the OpenAI Responses API.
+    OpenAI ``filename``), ``None`` for a generic name. PDF and ``text/*``
+    documents go on every protocol, other types only on the OpenAI
+    Responses API: a prompt's is checked before any request
+    (:class:`~condukt.providers.UnsupportedContent`), and one a tool
+    returned is replaced by a note saying it was not sent.
     """
 
     media_type: str

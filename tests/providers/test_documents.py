@@ -254,6 +254,37 @@ async def test_a_type_the_protocol_cannot_take_fails_before_any_request(
 
 
 
+class Archive(condukt.Tool):
+    """Returns a document of a type most protocols cannot carry."""
+
+    name = "archive"
+    description = "Fetches the site archive."
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        return DocumentBlock.from_bytes(b"PK\x03\x04", "application/zip", "site.zip")
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "openai", "gemini"])
+async def test_a_type_a_tool_returns_that_the_protocol_cannot_take_becomes_a_note(
+    node: condukt.Node, server: ProtocolServer, protocol: str
+) -> None:
+    """Not an error: the model reads why it got nothing, and the conversation is not stuck on it."""
+    server.add(reply(tools=tool_use("archive", {}, id="a1")), reply("I cannot open zip files."), reply("Sure."))
+    agent = await spawn(node, server, protocol, tools=[Archive])
+    assert await agent.run("What is in the archive?") == "I cannot open zip files."
+    note = (
+        "[the document 'site.zip' has media type 'application/zip': this protocol takes PDF (application/pdf)"
+        " and text (text/*) documents; it was not sent]"
+    )
+    sent = server.requests[1]
+    assert sent.documents == [] and note in sent.raw.decode()
+    assert await agent.run("Never mind.") == "Sure."  # the history (which keeps the document) still goes
+    assert note in server.requests[2].raw.decode()
+    result = (await agent.history())[2]
+    assert isinstance(result, ToolResultMessage) and result.content[0].media_type == "application/zip"  # type: ignore[union-attr]
+
+
 async def test_the_responses_api_takes_other_document_types(node: condukt.Node, server: ProtocolServer) -> None:
     server.add(reply("A letter."))
     agent = await spawn(node, server, "openai-responses")

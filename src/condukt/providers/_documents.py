@@ -1,16 +1,18 @@
 """What the protocol modules share about documents: which types a protocol takes, names, text.
 
-A :class:`~condukt.messages.DocumentBlock` that a protocol cannot carry
-raises :class:`UnsupportedContent` while its message is encoded, so before
-any request is sent (the encoded message is cached only once it encoded).
+A protocol module says why it cannot send a document
+(:meth:`~condukt.providers.lowlevel.HttpModel.document_problem`): the model
+raises :class:`~condukt.providers.UnsupportedContent` for one in the new
+prompt, before any request, and sends a note in its place for one already
+in the history (a tool's result, a conversation from another provider), so
+a conversation never gets stuck on it.
 """
 
 from __future__ import annotations
 
 from ..messages import DocumentBlock
-from ._errors import UnsupportedContent
 
-__all__ = ["PDF", "attachment_words", "check_pdf_or_text", "data_url", "document_text", "filename"]
+__all__ = ["PDF", "attachment_words", "data_url", "filename", "note", "problem", "text_of"]
 
 #: The media type of a PDF.
 PDF = "application/pdf"
@@ -26,24 +28,33 @@ _SUFFIXES = {
 }
 
 
-def check_pdf_or_text(block: DocumentBlock, provider: str) -> None:
-    """Raise :class:`UnsupportedContent` unless ``block`` is a PDF or a ``text/*`` document."""
+def problem(block: DocumentBlock, *, needs_text: bool) -> str | None:
+    """Why a protocol that takes PDF and ``text/*`` documents cannot send ``block``; ``None`` when it can.
+
+    ``needs_text``: the protocol sends a text document's text, which must
+    then be base64-encoded UTF-8.
+    """
     if block.media_type != PDF and not block.is_text:
-        raise UnsupportedContent(
-            provider,
+        return (
             f"{_describe(block)} has media type {block.media_type!r}: this protocol takes PDF"
-            " (application/pdf) and text (text/*) documents",
+            " (application/pdf) and text (text/*) documents"
         )
+    if needs_text and block.is_text and text_of(block) is None:
+        return f"{_describe(block)} ({block.media_type}) is not base64-encoded UTF-8 text"
+    return None
 
 
-def document_text(block: DocumentBlock, provider: str) -> str:
-    """The text of a ``text/*`` document, decoded as UTF-8; :class:`UnsupportedContent` if it is not UTF-8."""
+def text_of(block: DocumentBlock) -> str | None:
+    """The text of a ``text/*`` document, decoded as UTF-8; ``None`` if it is not UTF-8 (or not base64)."""
     try:
         return block.to_bytes().decode("utf-8")
     except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
-        raise UnsupportedContent(
-            provider, f"{_describe(block)} ({block.media_type}) is not base64-encoded UTF-8 text"
-        ) from None
+        return None
+
+
+def note(reason: str) -> str:
+    """What the model reads instead of a document its protocol cannot carry (one already in the history)."""
+    return f"[{reason}; it was not sent]"
 
 
 def data_url(block: DocumentBlock) -> str:

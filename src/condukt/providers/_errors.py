@@ -103,11 +103,13 @@ class EmptyPrompt(InvalidRequest, ValueError):
 
 
 class UnsupportedContent(InvalidRequest, ValueError):
-    """The conversation holds content the provider's protocol cannot carry (a document type it does not take).
+    """The prompt holds content the provider's protocol cannot carry (a document type it does not take).
 
     Raised by the model before any request is sent, naming the block and
     what the protocol takes, instead of the HTTP 400 the provider would
     answer. A ``ValueError`` too, as it is a mistake in the caller's input.
+    Such content already in the history (a tool's result) is sent as a
+    note instead (:meth:`~condukt.providers.lowlevel.HttpModel.document_problem`).
     """
 
 

@@ -19,7 +19,7 @@ import httpx
 import trio
 
 from ..events import Event, Retry, TextDelta, ThinkingDelta
-from ..messages import AssistantMessage, StopReason, TextBlock, ThinkingBlock, UserMessage
+from ..messages import AssistantMessage, DocumentBlock, StopReason, TextBlock, ThinkingBlock, UserMessage
 from ..otp import current_node
 from ._errors import (
     AuthenticationFailed,
@@ -443,6 +443,24 @@ class HttpModel(abc.ABC):
         """
         return self.path
 
+    def document_problem(self, block: DocumentBlock) -> str | None:
+        """Why this protocol cannot send the document ``block``; ``None`` when it can (the default: any type).
+
+        :meth:`complete` raises :class:`~condukt.providers.UnsupportedContent`
+        with this reason for a document of the new prompt, before any
+        request; a protocol module sends a short note in place of one
+        already in the history (a tool's result, a conversation continued
+        from another provider), so the conversation is never stuck on it.
+        """
+        return None
+
+    def _check_documents(self, message: UserMessage) -> None:
+        for block in message.content:
+            if type(block) is DocumentBlock:
+                reason = self.document_problem(block)
+                if reason is not None:
+                    raise UnsupportedContent(self.provider, reason)
+
     @abc.abstractmethod
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """The headers that carry the key (and the protocol version)."""
@@ -573,11 +591,10 @@ class HttpModel(abc.ABC):
         messages = request.messages
         if not messages or not _has_prompt(messages[-1]):
             raise EmptyPrompt(self.provider, "the prompt is empty: nothing to send to the model")
-        try:
-            body = self.encode_request(request)
-        except UnsupportedContent as exc:
-            exc.provider = self.provider  # the encoders name the protocol; this names the preset too (ollama...)
-            raise
+        last = messages[-1]
+        if type(last) is UserMessage:  # a new prompt (or steers): its documents are checked, not noted
+            self._check_documents(last)
+        body = self.encode_request(request)
         estimate = len(body) // 4
         number = 0
         while True:  # the attempts

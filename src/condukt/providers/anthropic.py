@@ -35,7 +35,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._documents import PDF, check_pdf_or_text, document_text
+from ._documents import PDF, note, problem, text_of
 from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -141,13 +141,19 @@ def _image(block: ImageBlock) -> dict[str, Any]:
 
 
 def _document(block: DocumentBlock) -> dict[str, Any]:
-    """A ``document`` block: a PDF as a base64 source, a text document as a plain-text source."""
-    check_pdf_or_text(block, "anthropic")
+    """A ``document`` block: a PDF as a base64 source, a text document as a plain-text source.
+
+    One the API cannot take (only in the history: a new prompt's raised
+    :class:`~condukt.providers.UnsupportedContent`) becomes a text note.
+    """
+    reason = problem(block, needs_text=True)
+    if reason is not None:
+        return {"type": "text", "text": note(reason)}
     source: dict[str, Any]
     if block.media_type == PDF:
         source = {"type": "base64", "media_type": PDF, "data": block.data}
     else:  # the API's text source is text/plain only; any text/* document is plain text to it
-        source = {"type": "text", "media_type": "text/plain", "data": document_text(block, "anthropic")}
+        source = {"type": "text", "media_type": "text/plain", "data": text_of(block)}
     document: dict[str, Any] = {"type": "document", "source": source}
     if block.title:
         document["title"] = block.title
@@ -292,6 +298,10 @@ class AnthropicModel(HttpModel):
         #: How often a ``pause_turn`` answer is sent back to let the model finish its turn.
         self.max_pause_resumes = max_pause_resumes
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
+
+    def document_problem(self, block: DocumentBlock) -> str | None:
+        """PDF and UTF-8 ``text/*`` documents only (``document`` blocks with a base64 or a plain-text source)."""
+        return problem(block, needs_text=True)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``x-api-key`` and ``anthropic-version``."""

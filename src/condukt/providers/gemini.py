@@ -16,7 +16,8 @@ The wire format, from the public API reference:
   documents a tool returned follow them as ``inlineData`` parts of that turn.
 - Images and documents are ``inlineData`` parts (``mimeType``, base64
   ``data``); documents must be PDF or ``text/*`` (Gemini reads other text
-  formats as plain text), else :class:`~condukt.providers.UnsupportedContent`.
+  formats as plain text), else :class:`~condukt.providers.UnsupportedContent`
+  for a new prompt's, a text note saying so for one in the history.
   The API has no field for a document's title: it is not sent.
 - Tools are ``functionDeclarations`` whose ``parametersJsonSchema`` carries
   the tool's JSON schema as it is.
@@ -66,7 +67,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._documents import check_pdf_or_text
+from ._documents import note, problem
 from ._errors import MissingApiKey, StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -108,7 +109,9 @@ _Encoded = tuple[str, list[dict[str, Any]]]  # (role, parts)
 
 def _inline(block: ImageBlock | DocumentBlock) -> dict[str, Any]:
     if type(block) is DocumentBlock:
-        check_pdf_or_text(block, "gemini")
+        reason = problem(block, needs_text=False)
+        if reason is not None:  # only in the history: a new prompt's raised UnsupportedContent
+            return {"text": note(reason)}
     return {"inlineData": {"mimeType": block.media_type, "data": block.data}}
 
 
@@ -281,6 +284,10 @@ class GeminiModel(HttpModel):
         """``/v1beta/models/{model}:generateContent``, or ``:streamGenerateContent?alt=sse`` when streaming."""
         method = "streamGenerateContent?alt=sse" if self.stream else "generateContent"
         return f"{self.path}/{self.model}:{method}"
+
+    def document_problem(self, block: DocumentBlock) -> str | None:
+        """PDF and ``text/*`` documents only (Gemini reads the text formats as plain text)."""
+        return problem(block, needs_text=False)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``x-goog-api-key``."""

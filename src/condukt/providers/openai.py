@@ -13,7 +13,8 @@ are assembled by their ``index``; images travel as ``data:`` URLs, PDF
 documents as ``file`` parts (``filename`` and ``file_data``, a ``data:``
 URL), text documents as ``text`` parts holding their text (the API takes
 only PDF files; it recommends sending a file's text that way), any other
-document type raises :class:`~condukt.providers.UnsupportedContent`; tool
+document type raises :class:`~condukt.providers.UnsupportedContent` in a
+new prompt and goes as a text note saying so from the history; tool
 results that hold images or documents are followed by one user message
 carrying them, as tool messages can only hold text; reasoning text streamed as
 ``reasoning_content`` or ``reasoning`` becomes thinking deltas.
@@ -48,7 +49,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._documents import PDF, attachment_words, check_pdf_or_text, data_url, document_text, filename
+from ._documents import PDF, attachment_words, data_url, filename, note, problem, text_of
 from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -140,10 +141,12 @@ def _data_url(block: ImageBlock) -> dict[str, Any]:
 
 def _document(block: DocumentBlock) -> dict[str, Any]:
     """A PDF as a ``file`` part; a text document as a ``text`` part with its text (the API takes only PDF files)."""
-    check_pdf_or_text(block, "openai")
+    reason = problem(block, needs_text=True)
+    if reason is not None:  # only in the history: a new prompt's raised UnsupportedContent
+        return {"type": "text", "text": note(reason)}
     if block.media_type == PDF:
         return {"type": "file", "file": {"filename": filename(block), "file_data": data_url(block)}}
-    text = document_text(block, "openai")
+    text = text_of(block)
     return {"type": "text", "text": f"[document: {block.title}]\n{text}" if block.title else text}
 
 
@@ -273,6 +276,10 @@ class OpenAIModel(HttpModel):
         #: Sent as ``prompt_cache_key``: requests sharing it are routed to share OpenAI's prompt cache.
         self.prompt_cache_key = checked_prompt_cache_key(prompt_cache_key)
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
+
+    def document_problem(self, block: DocumentBlock) -> str | None:
+        """PDF (a ``file`` part) and UTF-8 ``text/*`` documents (their text) only."""
+        return problem(block, needs_text=True)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``Authorization: Bearer <key>`` when there is a key."""
