@@ -325,6 +325,8 @@ async def test_the_preset_is_named_in_the_error(node: condukt.Node, server: Prot
         ([42], TypeError, "DocumentBlock or a path"),
         (["slides.pptx"], ValueError, r"slides\.pptx is not a supported document \(csv, htm, html, markdown, md, pdf, txt, xml\)"),
         ([DocumentBlock("", PDF_B64)], ValueError, "needs a media type"),
+        ([DocumentBlock("application/pdf", PDF)], TypeError, "data is base64 text, got bytes"),  # type: ignore[arg-type]
+        ([DocumentBlock("application/pdf", PDF_B64, 7)], TypeError, "title is a str or None, got int"),  # type: ignore[arg-type]
     ],
 )
 async def test_bad_documents_raise_in_the_caller(

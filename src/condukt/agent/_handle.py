@@ -77,6 +77,8 @@ def _load_documents(
                 raise ValueError(f"a DocumentBlock needs a media type, got {document.media_type!r}")
             if not isinstance(document.data, str):
                 raise TypeError(f"a DocumentBlock's data is base64 text, got {type(document.data).__name__}")
+            if document.title is not None and not isinstance(document.title, str):
+                raise TypeError(f"a DocumentBlock's title is a str or None, got {type(document.title).__name__}")
             blocks.append(document)
         elif isinstance(document, bytes):
             raise TypeError("a document as bytes needs a media type: use DocumentBlock.from_bytes(data, media_type)")
