@@ -24,7 +24,7 @@ from condukt.providers import InvalidRequest, UnsupportedContent
 from condukt.sessions import DiskStore, decode
 from condukt.testing.server import ProtocolServer, reply, tool_use
 
-from .helpers import ALL_PROTOCOLS, collect, spawn
+from .helpers import ALL_PROTOCOLS, API_KEY, collect, spawn
 
 PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
 PDF_B64 = base64.b64encode(PDF).decode()
@@ -376,3 +376,12 @@ async def test_history_and_a_disk_snapshot_round_trip_documents(
     assert await again.history() == history
     assert await again.run("How many documents?") == "Still two."
     assert len(server.requests[-1].documents) == 3  # the two of the prompt and the tool's
+
+
+async def test_a_one_shot_run_takes_documents(node: condukt.Node, server: ProtocolServer, report: Path) -> None:
+    server.add(reply("One page."))
+    answer = await condukt.run(
+        "Summarise", model="gemini:test-model", api_key=API_KEY, base_url=server.url, documents=[report], node=node
+    )
+    assert answer == "One page."
+    assert server.requests[0].documents == [{"inlineData": {"mimeType": "application/pdf", "data": PDF_B64}}]
