@@ -138,6 +138,10 @@ class DocumentBlock:
         """The raw document bytes."""
         return base64.b64decode(self.data)
 
+    def to_text(self) -> str:
+        """The document's bytes decoded as UTF-8 (for a ``text/*`` one); ``ValueError`` if they are not."""
+        return self.to_bytes().decode("utf-8")
+
     @property
     def is_text(self) -> bool:
         """Whether the media type is a ``text/*`` one (its bytes are UTF-8 text)."""

@@ -504,7 +504,7 @@ def _scrub_document(block: DocumentBlock, scrub: Callable[[str], str]) -> Docume
     if not block.is_text:
         return block
     try:
-        text = block.to_bytes().decode("utf-8")
+        text = block.to_text()
     except ValueError:  # not UTF-8 (or not base64): nothing a scrubber could read
         return block
     scrubbed = scrub(text)

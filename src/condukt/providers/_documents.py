@@ -10,22 +10,15 @@ a conversation never gets stuck on it.
 
 from __future__ import annotations
 
-from ..messages import DocumentBlock
+from ..messages import DOCUMENT_TYPES, DocumentBlock
 
 __all__ = ["PDF", "attachment_words", "data_url", "filename", "note", "problem", "text_of"]
 
 #: The media type of a PDF.
 PDF = "application/pdf"
 
-#: A file suffix for each media type, for the name a protocol sends with a document that has no title.
-_SUFFIXES = {
-    PDF: ".pdf",
-    "text/plain": ".txt",
-    "text/markdown": ".md",
-    "text/csv": ".csv",
-    "text/html": ".html",
-    "text/xml": ".xml",
-}
+#: A file suffix for each media type (the first of DOCUMENT_TYPES), for the name sent with a document without a title.
+_SUFFIXES = {media_type: suffix for suffix, media_type in reversed(list(DOCUMENT_TYPES.items()))}
 
 
 def problem(block: DocumentBlock, *, needs_text: bool) -> str | None:
@@ -47,7 +40,7 @@ def problem(block: DocumentBlock, *, needs_text: bool) -> str | None:
 def text_of(block: DocumentBlock) -> str | None:
     """The text of a ``text/*`` document, decoded as UTF-8; ``None`` if it is not UTF-8 (or not base64)."""
     try:
-        return block.to_bytes().decode("utf-8")
+        return block.to_text()
     except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
         return None
 
