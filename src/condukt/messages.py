@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import base64
 import enum
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal, Union
 
 import attrs
@@ -16,7 +18,9 @@ import attrs
 __all__ = [
     "AssistantMessage",
     "Citation",
+    "DOCUMENT_TYPES",
     "ContentBlock",
+    "DocumentBlock",
     "ImageBlock",
     "Message",
     "ProviderBlock",
@@ -70,6 +74,78 @@ class ImageBlock:
     def to_bytes(self) -> bytes:
         """The raw image bytes."""
         return base64.b64decode(self.data)
+
+
+#: File suffixes :meth:`DocumentBlock.from_path` reads, and their media types:
+#: PDF, and plain-text formats (sent as text where a protocol takes text only).
+DOCUMENT_TYPES: Mapping[str, str] = {
+    ".pdf": "application/pdf",
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".csv": "text/csv",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".xml": "text/xml",
+}
+
+
+@attrs.frozen
+class DocumentBlock:
+    """A document (a PDF, or a text file), base64-encoded, sent to the model as a file.
+
+    ``media_type`` is e.g. ``"application/pdf"`` or ``"text/plain"``;
+    ``title`` names it to the model (Anthropic's document ``title``, the
+    OpenAI ``filename``), ``None`` for a generic name. PDF and ``text/*``
+    documents go on every protocol, other types only on the OpenAI
+    Responses API: a prompt's is checked before any request
+    (:class:`~condukt.providers.UnsupportedContent`), and one a tool
+    returned is replaced by a note saying it was not sent.
+    """
+
+    media_type: str
+    data: str
+    title: str | None = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: str, title: str | None = None) -> DocumentBlock:
+        """Build a document block from raw bytes."""
+        return cls(media_type, base64.b64encode(data).decode("ascii"), title)
+
+    @classmethod
+    def from_text(cls, text: str, media_type: str = "text/plain", title: str | None = None) -> DocumentBlock:
+        """Build a text document block from ``text`` (encoded as UTF-8)."""
+        return cls.from_bytes(text.encode("utf-8"), media_type, title)
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str], title: str | None = None) -> DocumentBlock:
+        """Read the file at ``path``; its media type comes from its suffix (:data:`DOCUMENT_TYPES`).
+
+        ``title`` defaults to the file's name. Raises ``ValueError`` for a
+        suffix not in :data:`DOCUMENT_TYPES`, ``TypeError`` for a ``path``
+        that is not a ``str`` or path, and ``OSError`` if the file cannot be read.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"a document is a DocumentBlock or a path (str or PathLike), got {type(path).__name__}")
+        file = Path(path)
+        media_type = DOCUMENT_TYPES.get(file.suffix.lower())
+        if media_type is None:
+            known = ", ".join(sorted({suffix.lstrip(".") for suffix in DOCUMENT_TYPES}))
+            raise ValueError(f"{file} is not a supported document ({known}); build a DocumentBlock for other types")
+        return cls.from_bytes(file.read_bytes(), media_type, file.name if title is None else title)
+
+    def to_bytes(self) -> bytes:
+        """The raw document bytes."""
+        return base64.b64decode(self.data)
+
+    def to_text(self) -> str:
+        """The document's bytes decoded as UTF-8 (for a ``text/*`` one); ``ValueError`` if they are not."""
+        return self.to_bytes().decode("utf-8")
+
+    @property
+    def is_text(self) -> bool:
+        """Whether the media type is a ``text/*`` one (its bytes are UTF-8 text)."""
+        return self.media_type.startswith("text/")
 
 
 @attrs.frozen
@@ -156,7 +232,7 @@ def _text_of(blocks: tuple[Any, ...]) -> str:
 class UserMessage:
     """What the user (or a steer / follow-up) said."""
 
-    content: tuple[TextBlock | ImageBlock, ...]
+    content: tuple[TextBlock | ImageBlock | DocumentBlock, ...]
 
     @property
     def role(self) -> Literal["user"]:
@@ -169,8 +245,8 @@ class UserMessage:
         return _text_of(self.content)
 
     @classmethod
-    def from_text(cls, text: str, images: tuple[ImageBlock, ...] = ()) -> UserMessage:
-        """A message with ``text`` followed by ``images``."""
+    def from_text(cls, text: str, images: tuple[ImageBlock | DocumentBlock, ...] = ()) -> UserMessage:
+        """A message with ``text`` followed by ``images`` (and documents)."""
         return cls((TextBlock(text), *images))
 
 
@@ -243,7 +319,7 @@ class ToolResultMessage:
 
     tool_call_id: str
     name: str
-    content: tuple[TextBlock | ImageBlock, ...]
+    content: tuple[TextBlock | ImageBlock | DocumentBlock, ...]
     is_error: bool = False
 
     @property

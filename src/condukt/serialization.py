@@ -34,6 +34,10 @@ configure_tagged_union(_messages.ContentBlock, converter, tag_generator=_tag, ta
 configure_tagged_union(
     _messages.TextBlock | _messages.ImageBlock, converter, tag_generator=_tag, tag_name="type"
 )
+# What user messages and tool results hold.
+configure_tagged_union(
+    _messages.TextBlock | _messages.ImageBlock | _messages.DocumentBlock, converter, tag_generator=_tag, tag_name="type"
+)
 configure_tagged_union(_messages.Message, converter, tag_generator=_tag, tag_name="type")
 configure_tagged_union(_events.Event, converter, tag_generator=_tag, tag_name="type")
 

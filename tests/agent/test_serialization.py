@@ -34,6 +34,7 @@ from condukt.messages import (
     AssistantMessage,
     Citation,
     ContentBlock,
+    DocumentBlock,
     ImageBlock,
     Message,
     ProviderBlock,
@@ -50,6 +51,8 @@ from condukt.testing import ScriptedModel, call, reply
 from .helpers import Add, Recorder
 
 IMAGE = ImageBlock.from_bytes(b"\x89PNG\r\n\x1a\nfake", "image/png")
+PDF = DocumentBlock.from_bytes(b"%PDF-1.4 fake", "application/pdf", "report.pdf")
+NOTES = DocumentBlock.from_text("plain notes")
 ASSISTANT = AssistantMessage(
     (
         ThinkingBlock("hmm", signature="sig=="),
@@ -64,9 +67,9 @@ ASSISTANT = AssistantMessage(
     "scripted",
 )
 MESSAGES: list[Any] = [
-    UserMessage((TextBlock("hello"), IMAGE)),
+    UserMessage((TextBlock("hello"), IMAGE, PDF)),
     ASSISTANT,
-    ToolResultMessage("c1", "read", (TextBlock("contents"), IMAGE), False),
+    ToolResultMessage("c1", "read", (TextBlock("contents"), IMAGE, NOTES), False),
     ToolResultMessage("c2", "read", (TextBlock("Error: bad"),), True),
     AssistantMessage((TextBlock("Bye"),)),
 ]
@@ -133,6 +136,15 @@ def test_json_is_tagged_with_a_type_field() -> None:
     assert json.loads(serialization.dumps(IMAGE, ContentBlock))["type"] == "image"
 
 
+def test_documents_are_tagged_and_a_missing_title_reads_as_none() -> None:
+    data = json.loads(serialization.dumps(MESSAGES[0], Message))
+    assert data["content"][2] == {"type": "document", "media_type": "application/pdf", "data": PDF.data, "title": "report.pdf"}
+    del data["content"][2]["title"]
+    message = serialization.structure(data, Message)
+    assert message.content[2] == DocumentBlock("application/pdf", PDF.data)
+    assert message.content[2].to_bytes() == b"%PDF-1.4 fake" and NOTES.to_text() == "plain notes"
+
+
 def test_plain_classes_round_trip_without_a_union() -> None:
     definition = ToolDefinition("add", "Adds.", Add.parameters)
     assert serialization.loads(serialization.dumps(definition), ToolDefinition) == definition
@@ -154,7 +166,7 @@ async def test_a_real_runs_events_and_history_round_trip() -> None:
     )
     async with condukt.open_node() as node:
         agent = await node.spawn(Recorder, model=model, tools=[Add()], log=log)
-        await agent.run("1+2?", images=[IMAGE])
+        await agent.run("1+2?", images=[IMAGE], documents=[PDF])
         history = await agent.history()
     assert {type(e) for e in log} >= {AgentStart, TurnStart, TextDelta, ThinkingDelta, ToolCallStart,
                                        ToolCallEnd, TurnEnd, AgentEnd, Done}  # fmt: skip

@@ -22,7 +22,7 @@ import trio.lowlevel
 import condukt
 from condukt import secrets
 from condukt.events import Error, SubagentEvent, ToolCallEnd
-from condukt.messages import ToolResultMessage
+from condukt.messages import DocumentBlock, ToolResultMessage
 from condukt.secrets import SecretError
 from condukt.testing import ScriptedModel, call, reply
 
@@ -207,6 +207,34 @@ async def test_a_value_inside_a_json_result_is_redacted_in_its_escaped_form() ->
         '{"db": {"password": "[REDACTED:DB_PASSWORD]"}}',
         '{"password": "[REDACTED:DB_PASSWORD]"}',
     ]
+
+
+async def test_a_secret_in_a_text_document_is_redacted_and_a_pdf_is_left_as_is() -> None:
+    pdf = DocumentBlock.from_bytes(b"%PDF-1.4 " + SECRET.encode(), "application/pdf", "raw.pdf")
+
+    @condukt.tool
+    async def export(context: condukt.ToolContext) -> list[DocumentBlock]:
+        """Exports the configuration as documents."""
+        token = context.secrets["SVC_TOKEN"]
+        return [DocumentBlock.from_text(f"token = {token}\n", "text/plain", "config.txt"), pdf]
+
+    model = ScriptedModel([call("export"), reply("ok")])
+    pasted = DocumentBlock.from_text(f"the old token was {SECRET}", "text/markdown", "notes.md")
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[export], secrets={"SVC_TOKEN": SECRET})
+        await agent.run("go", documents=[pasted, pdf])
+        history = await agent.history()
+    # The prompt's text documents are scrubbed as its text is.
+    [_, prompt_text, prompt_pdf] = model.requests[0].messages[0].content
+    assert isinstance(prompt_text, DocumentBlock) and prompt_text.title == "notes.md"
+    assert prompt_text.to_bytes() == b"the old token was [REDACTED:SVC_TOKEN]"
+    assert prompt_pdf == pdf
+    [result] = [m for m in model.requests[1].messages if isinstance(m, ToolResultMessage)]
+    text, binary = result.content
+    assert isinstance(text, DocumentBlock) and text.to_bytes() == b"token = [REDACTED:SVC_TOKEN]\n"
+    assert text.title == "config.txt" and text.media_type == "text/plain"
+    assert binary == pdf  # a PDF's bytes are not text a scrubber can read: sent as they are
+    assert history[2] == result
 
 
 async def test_values_shorter_than_four_bytes_are_not_redacted() -> None:

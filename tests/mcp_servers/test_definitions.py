@@ -67,7 +67,7 @@ def test_results_map_to_condukt_content() -> None:
 
     import mcp_types as types
 
-    from condukt.messages import ImageBlock, TextBlock
+    from condukt.messages import DocumentBlock, ImageBlock, TextBlock
 
     png = base64.b64encode(b"\x89PNG....").decode()
     result = types.CallToolResult(
@@ -88,7 +88,7 @@ def test_results_map_to_condukt_content() -> None:
         TextBlock("token=[REDACTED:T]"),
         ImageBlock("image/png", png),
         TextBlock("[resource file:///a.txt]\nhello"),
-        TextBlock("[resource file:///b.pdf: application/pdf, 3 bytes]"),
+        DocumentBlock("application/pdf", "AAAA", "b.pdf"),  # a PDF reaches the model as a document
     )
     structured = types.CallToolResult(content=[], structured_content={"result": 5})
     assert condukt.mcp.render(structured) == (TextBlock('{"result": 5}'),)

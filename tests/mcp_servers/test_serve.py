@@ -15,6 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 import condukt
 import condukt.mcp
+from condukt.messages import DocumentBlock, ToolResultMessage
 
 # The exposed program: a function tool, an operation (its model computes the
 # review from the request, so every call is answered) and an agent class.
@@ -198,3 +199,29 @@ async def test_asgi_app_mounts_in_another_starlette_app(tmp_path: Path) -> None:
                         product = await session.call_tool("multiply", {"a": 2, "b": 21})
                         assert product.content[0].text == "42"  # type: ignore[union-attr]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_pdf_a_served_tool_returns_reaches_the_client_agent_as_a_document() -> None:
+    """serve() carries a DocumentBlock as an embedded resource; the client turns it back into one."""
+    from condukt.testing import ScriptedModel, call, reply
+
+    pdf = DocumentBlock.from_bytes(b"%PDF-1.4 quarterly", "application/pdf", "q3 report.pdf")
+
+    @condukt.tool
+    async def fetch_report() -> DocumentBlock:
+        """Fetches the quarterly report."""
+        return pdf
+
+    model = ScriptedModel([call("fetch_report", {}), reply("read it")])
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(
+            lambda task_status: condukt.mcp.serve([fetch_report], transport="http", port=0, task_status=task_status)
+        )
+        async with condukt.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.mcp.http(url)])
+            with trio.fail_after(30):
+                assert await agent.run("Q3?") == "read it"
+        nursery.cancel_scope.cancel()
+    result = model.requests[-1].messages[-1]
+    assert isinstance(result, ToolResultMessage)
+    assert result.content == (pdf,)  # media type, bytes and title (the name in the resource's URI) survive

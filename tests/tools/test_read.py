@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import condukt
-from condukt.messages import ImageBlock, ToolResultMessage
+from condukt.messages import DocumentBlock, ImageBlock, ToolResultMessage
 from condukt.testing import call
 from condukt.tools import Read
 
@@ -107,6 +107,23 @@ async def test_an_image_reaches_the_next_model_request_as_an_image(tmp_path: Pat
     assert isinstance(image_result, ToolResultMessage) and not image_result.is_error
     assert image_result.content == (ImageBlock("image/png", base64.b64encode(PNG).decode()),)
     assert text_result.text == "hello"
+
+
+PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\n%%EOF\n"
+
+
+async def test_a_pdf_comes_back_as_a_document_the_model_reads(tmp_path: Path) -> None:
+    (tmp_path / "Report.PDF").write_bytes(PDF)
+    (result,), _ = await through_agent([Read], [call("read", {"path": "Report.PDF"})], tmp_path)
+    assert isinstance(result, ToolResultMessage) and not result.is_error
+    assert result.content == (DocumentBlock("application/pdf", base64.b64encode(PDF).decode(), "Report.PDF"),)
+
+
+async def test_a_pdf_over_the_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("condukt.tools.read.MAX_DOCUMENT_BYTES", len(PDF) - 1)
+    (tmp_path / "big.pdf").write_bytes(PDF)
+    with pytest.raises(condukt.ToolError, match=f"big.pdf is {len(PDF)} bytes; PDFs over {len(PDF) - 1} bytes"):
+        await invoke(Read(), {"path": "big.pdf"}, tmp_path)
 
 
 async def test_missing_file(tmp_path: Path) -> None:

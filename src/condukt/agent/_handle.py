@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..events import AgentEnd, Done, Error, Event
-from ..messages import ImageBlock, Message
+from ..messages import DocumentBlock, ImageBlock, Message
 from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
 from ..otp.lowlevel import send_system, server_of, start_call
 from ..tools.read import IMAGE_TYPES
@@ -63,6 +63,30 @@ def _load_images(images: Iterable[ImageBlock | str | os.PathLike[str]] | None) -
     return tuple(blocks)
 
 
+def _load_documents(
+    documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None,
+) -> tuple[DocumentBlock, ...]:
+    if isinstance(documents, (str, os.PathLike, DocumentBlock, bytes)):
+        raise TypeError(f"documents must be a list of documents, got one {type(documents).__name__}: wrap it in a list")
+    if documents is not None and not isinstance(documents, Iterable):
+        raise TypeError(f"documents must be a list of DocumentBlocks or paths, got {type(documents).__name__}")
+    blocks: list[DocumentBlock] = []
+    for document in documents or ():
+        if isinstance(document, DocumentBlock):
+            if not isinstance(document.media_type, str) or not document.media_type:
+                raise ValueError(f"a DocumentBlock needs a media type, got {document.media_type!r}")
+            if not isinstance(document.data, str):
+                raise TypeError(f"a DocumentBlock's data is base64 text, got {type(document.data).__name__}")
+            if document.title is not None and not isinstance(document.title, str):
+                raise TypeError(f"a DocumentBlock's title is a str or None, got {type(document.title).__name__}")
+            blocks.append(document)
+        elif isinstance(document, bytes):
+            raise TypeError("a document as bytes needs a media type: use DocumentBlock.from_bytes(data, media_type)")
+        else:
+            blocks.append(DocumentBlock.from_path(document))  # TypeError/ValueError/OSError for a bad one
+    return tuple(blocks)
+
+
 def _request(
     prompt: str,
     timeout: float | None,
@@ -72,6 +96,7 @@ def _request(
     input: Any,
     input_schema: Any,
     on_event: Any = None,
+    documents: Any = None,
 ) -> RunRequest:
     """A checked :class:`RunRequest`: every argument error is raised here, in the caller."""
     # The checks are called only where they have something to check (each call
@@ -92,10 +117,13 @@ def _request(
     if input is not None or input_schema is not None:
         rendered = render_input(input, input_schema)
         prompt = f"{prompt}\n\n{rendered}" if prompt else rendered
-    if not prompt and not images:
-        raise ValueError("prompt must not be empty (give a prompt, images or an input)")
-    # Positional, in RunRequest's field order (prompt, images, timeout, max_turns, sink, output, on_event).
-    return RunRequest(prompt, () if images is None else _load_images(images), timeout, max_turns, None, spec, on_event)
+    if not prompt and not images and not documents:
+        raise ValueError("prompt must not be empty (give a prompt, images, documents or an input)")
+    attachments: tuple[ImageBlock | DocumentBlock, ...] = () if images is None else _load_images(images)
+    if documents is not None:
+        attachments += _load_documents(documents)
+    # Positional, in RunRequest's field order (prompt, attachments, timeout, max_turns, sink, output, on_event).
+    return RunRequest(prompt, attachments, timeout, max_turns, None, spec, on_event)
 
 
 class AgentHandle(Handle):
@@ -179,6 +207,7 @@ class AgentHandle(Handle):
         input: Any = None,
         input_schema: Any = None,
         on_event: Callable[[Event], Awaitable[None]] | None = None,
+        documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None = None,
     ) -> Any:
         """Run ``prompt`` to completion and return the final text (or structured result).
 
@@ -196,6 +225,14 @@ class AgentHandle(Handle):
         awaited with each event of the run, in order, from inside the agent
         (a lighter alternative to :meth:`stream`; an exception in it is
         logged and the callback dropped).
+
+        ``images`` (:class:`~condukt.messages.ImageBlock` s or paths to png,
+        jpg, gif or webp files) and ``documents``
+        (:class:`~condukt.messages.DocumentBlock` s or paths to PDF and text
+        files, see :data:`~condukt.messages.DOCUMENT_TYPES`) are sent after
+        the prompt's text, in that order; a path is read here, in the caller.
+        A document type the agent's provider cannot take fails the run with
+        :class:`~condukt.providers.UnsupportedContent` before any request.
 
         If the agent is busy, the run waits its turn behind the runs queued
         before it (OTP mailbox order); ``timeout`` counts from when it
@@ -216,7 +253,7 @@ class AgentHandle(Handle):
         In every case the history holds only completed turns; a run that
         completed none leaves no trace of its prompt in it.
         """
-        request = _request(prompt, timeout, max_turns, images, output, input, input_schema, on_event)
+        request = _request(prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents)
         self._refuse_inside_own_run("run()")
         # A cancelled caller starts nothing: an idle agent would start the run
         # right here (``handle_call_now``), where the mailbox skips a withdrawn call.
@@ -238,6 +275,7 @@ class AgentHandle(Handle):
         output: Any = None,
         input: Any = None,
         input_schema: Any = None,
+        documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None = None,
     ) -> _StreamContext:
         """Run ``prompt`` and iterate over its events as they happen.
 
@@ -257,7 +295,7 @@ class AgentHandle(Handle):
         :class:`~condukt.CallingSelf` from inside the agent's own run; raises
         :class:`~condukt.CallError` while iterating if the agent crashed.
         """
-        request = _request(prompt, timeout, max_turns, images, output, input, input_schema)
+        request = _request(prompt, timeout, max_turns, images, output, input, input_schema, None, documents)
         self._refuse_inside_own_run("stream()")
         return _StreamContext(self, request)
 

@@ -68,7 +68,10 @@ async def run_turns(session: Session, run: Run) -> tuple[Any, BaseException | No
         with scope:
             try:
                 if resumed is None:
-                    messages.append(UserMessage((TextBlock(prompt), *run.images)))
+                    attachments = run.attachments
+                    if attachments:  # text documents are scrubbed as the prompt is (images and PDFs as they are)
+                        attachments = session.scrub_blocks(attachments)  # type: ignore[assignment]
+                    messages.append(UserMessage((TextBlock(prompt), *attachments)))
                 if watched or subscribed:
                     await run.emit(AgentStart(session.id, prompt, run.id))
                 for started in hooks.run_started:

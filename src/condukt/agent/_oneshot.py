@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ..events import Event
-from ..messages import ImageBlock
+from ..messages import DocumentBlock, ImageBlock
 from ..otp import Node, current_node, open_node
 from ._agent import Agent
 from ._handle import AgentHandle, stop_quietly
@@ -26,6 +26,7 @@ async def run(
     timeout: float | None = 300,
     max_turns: int | None = None,
     images: Iterable[ImageBlock | str | os.PathLike[str]] | None = None,
+    documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None = None,
     on_event: Callable[[Event], Awaitable[None]] | None = None,
     node: Node | None = None,
     **options: Any,
@@ -35,7 +36,7 @@ async def run(
     ``await condukt.run("prompt", model=..., tools=[...], system_prompt=..., output=...)``
     uses a plain :class:`Agent`; ``await condukt.run(MyAgent, "prompt", ...)``
     uses ``MyAgent`` (its tools, system prompt and model, overridable by
-    ``options``). ``output``/``input``/``input_schema``/``on_event`` work as
+    ``options``). ``output``/``input``/``input_schema``/``images``/``documents``/``on_event`` work as
     in :meth:`AgentHandle.run`; other keywords are start options.
 
     The agent starts under ``node`` if given (a service keeps one node for
@@ -68,6 +69,7 @@ async def run(
         "timeout": timeout,
         "max_turns": max_turns,
         "images": images,
+        "documents": documents,
         "on_event": on_event,
     }
     if node is not None and not isinstance(node, Node):

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..messages import ImageBlock
+from ..messages import DocumentBlock, ImageBlock
 
 __all__ = [
     "AbortRun",
@@ -29,11 +29,12 @@ class RunRequest:
     """Start a run (or queue it). ``sink`` receives its events; a stream run is answered with its id at once.
 
     ``output`` is the compiled result schema (a :class:`~condukt.schema.Schema`)
-    or ``None``. Arguments are checked by the handle before this is sent.
+    or ``None``. ``attachments`` are the images and documents sent after the
+    prompt's text. Arguments are checked by the handle before this is sent.
     """
 
     prompt: str
-    images: tuple[ImageBlock, ...] = ()
+    attachments: tuple[ImageBlock | DocumentBlock, ...] = ()
     timeout: float | None = None
     max_turns: int | None = None
     sink: trio.MemorySendChannel[Any] | None = None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
-from ..messages import Usage
+from ..messages import DocumentBlock, ImageBlock, Usage
 from ..otp import Caller
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class Run:
         "hooks",
         "hosted",
         "id",
-        "images",
+        "attachments",
         "max_turns",
         "on_event",
         "prompt",
@@ -95,7 +95,7 @@ class Run:
         self.id = run_id
         self.request = request
         self.prompt = request.prompt
-        self.images = request.images
+        self.attachments = request.attachments
         self.timeout: float | None = request.timeout
         self.max_turns = request.max_turns
         self.caller = caller
@@ -157,6 +157,16 @@ class Run:
         self.ending = True
         if self.scope is not _NOT_STARTED:  # else the start sees ``ending``
             self.scope.cancel()
+
+    @property
+    def images(self) -> tuple[ImageBlock, ...]:
+        """The images sent with the prompt (``images=``)."""
+        return tuple(block for block in self.attachments if type(block) is ImageBlock)
+
+    @property
+    def documents(self) -> tuple[DocumentBlock, ...]:
+        """The documents sent with the prompt (``documents=``)."""
+        return tuple(block for block in self.attachments if type(block) is DocumentBlock)
 
     @property
     def structured(self) -> bool:

@@ -21,7 +21,7 @@ import trio
 
 from .. import telemetry
 from ..events import AgentEnd, AgentEvent, Done, Error, Event
-from ..messages import AssistantMessage, ImageBlock, Message, TextBlock, ToolDefinition, UserMessage
+from ..messages import AssistantMessage, DocumentBlock, ImageBlock, Message, TextBlock, ToolDefinition, UserMessage
 from ..otp import NO_REPLY, Caller, ExitReason
 from ..otp.lowlevel import process_of
 from ..providers import Model, ModelRequest
@@ -424,12 +424,19 @@ class Session:
         if run.aborted:
             await trio.lowlevel.checkpoint()  # a callback aborted its own run: stop here
 
-    def scrub_blocks(self, blocks: tuple[TextBlock | ImageBlock, ...]) -> tuple[TextBlock | ImageBlock, ...]:
-        """``blocks`` with their text scrubbed (images as they are)."""
+    def scrub_blocks(self, blocks: tuple[_Block, ...]) -> tuple[_Block, ...]:
+        """``blocks`` with their text scrubbed, text documents included (images and PDFs as they are)."""
         if not self.scrubs:
             return blocks
         scrub = self.scrub
-        return tuple(TextBlock(scrub(b.text)) if type(b) is TextBlock else b for b in blocks)
+        return tuple(
+            TextBlock(scrub(b.text))
+            if type(b) is TextBlock
+            else _scrub_document(b, scrub)
+            if type(b) is DocumentBlock
+            else b
+            for b in blocks
+        )
 
     # ------------------------------------------------------------------ maintenance
 
@@ -488,3 +495,17 @@ def _status_of(failure: BaseException) -> Any:
 def _as_json(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, default=str)
 
+
+_Block = TextBlock | ImageBlock | DocumentBlock
+
+
+def _scrub_document(block: DocumentBlock, scrub: Callable[[str], str]) -> DocumentBlock:
+    """A text document with its text scrubbed; a binary one (a PDF) as it is."""
+    if not block.is_text:
+        return block
+    try:
+        text = block.to_text()
+    except ValueError:  # not UTF-8 (or not base64): nothing a scrubber could read
+        return block
+    scrubbed = scrub(text)
+    return block if scrubbed == text else DocumentBlock.from_text(scrubbed, block.media_type, block.title)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..events import ToolCallEnd, ToolCallStart
-from ..messages import ImageBlock, TextBlock, ToolCall, ToolResultMessage
+from ..messages import DocumentBlock, ImageBlock, TextBlock, ToolCall, ToolResultMessage
 from ..tools import AGENT_DEFAULT, DEFAULT_SANDBOX, ToolContext, ToolError, render_result
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ __all__ = ["describe", "run_tool_calls", "timeout_of"]
 
 logger = logging.getLogger("condukt.agent")
 
-Content = tuple[TextBlock | ImageBlock, ...]
+Content = tuple[TextBlock | ImageBlock | DocumentBlock, ...]
 _UNSET: Any = object()
 #: ``_Calls.started`` of a turn nobody watches (never written to).
 _NOT_RECORDED: dict[int, float] = {}
@@ -55,13 +55,15 @@ def _error(message: str) -> Content:
 
 
 def _display(content: Content) -> str:
-    """A tool result as event text: images shown as a placeholder."""
+    """A tool result as event text: images and documents shown as a placeholder."""
     if len(content) == 1 and type(content[0]) is TextBlock:
         return content[0].text
-    return "".join(
-        b.text if type(b) is TextBlock else f"[image {b.media_type}, {len(b.data) * 3 // 4} bytes]"  # type: ignore[union-attr]
-        for b in content
-    )
+    return "".join(b.text if type(b) is TextBlock else _placeholder(b) for b in content)  # type: ignore[arg-type]
+
+
+def _placeholder(block: ImageBlock | DocumentBlock) -> str:
+    kind = "image" if type(block) is ImageBlock else "document"
+    return f"[{kind} {block.media_type}, {len(block.data) * 3 // 4} bytes]"
 
 
 def timeout_of(session: Session, call: ToolCall) -> float | None:

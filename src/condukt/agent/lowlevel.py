@@ -16,7 +16,7 @@ from typing import Any
 import outcome
 
 from ..events import Event
-from ..messages import ImageBlock
+from ..messages import DocumentBlock, ImageBlock
 from ..otp.lowlevel import call_with_callback, send_system
 from ._handle import AgentHandle, _request
 from ._requests import CancelRun
@@ -36,6 +36,7 @@ def start_run(
     input: Any = None,
     input_schema: Any = None,
     on_event: Callable[[Event], Awaitable[None]] | None = None,
+    documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None = None,
 ) -> Callable[[], None] | None:
     """Start what :meth:`AgentHandle.run` runs, with its answer handed to ``deliver`` instead of a waiting task.
 
@@ -61,7 +62,7 @@ def start_run(
     this way from asyncio skips a trio task, its cancel scope and one trio
     tick against a task that awaits :meth:`AgentHandle.run`.
     """
-    request = _request(prompt, timeout, max_turns, images, output, input, input_schema, on_event)
+    request = _request(prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents)
     handle._refuse_inside_own_run("run()")
     withdraw = call_with_callback(handle, request, None, deliver)
     if withdraw is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from mcp.server.stdio import stdio_server
 
 from ..agent import Agent, AgentHandle, BoundOperation
 from ..agent import run as run_once
-from ..messages import ImageBlock, TextBlock
+from ..messages import DocumentBlock, ImageBlock, TextBlock
 from ..otp import Node
 from ..schema import Schema
 from ..serialization import unstructure
@@ -38,7 +39,7 @@ class _Exposed:
     """One MCP tool: its listing and what a call runs (returning content blocks, structured data or None)."""
 
     tool: types.Tool
-    run: Callable[[dict[str, Any]], Awaitable[tuple[tuple[TextBlock | ImageBlock, ...], Any]]]
+    run: Callable[[dict[str, Any]], Awaitable[tuple[tuple[TextBlock | ImageBlock | DocumentBlock, ...], Any]]]
     validate: Callable[[dict[str, Any]], str | None]
 
 
@@ -49,7 +50,7 @@ def _snake(name: str) -> str:
 def _for_tool(tool: Tool) -> _Exposed:
     definition = tool.definition()
 
-    async def run(args: dict[str, Any]) -> tuple[tuple[TextBlock | ImageBlock, ...], Any]:
+    async def run(args: dict[str, Any]) -> tuple[tuple[TextBlock | ImageBlock | DocumentBlock, ...], Any]:
         context = ToolContext(None, Path.cwd(), tool.opts)
         return render_result(await tool.call(args, context)), None
 
@@ -72,7 +73,7 @@ def _for_operation(bound: BoundOperation, node: Node | None, options: Mapping[st
     output_json, wrapped = _object_schema(operation.output)
     output_schema = Schema.of(operation.output)
 
-    async def run(args: dict[str, Any]) -> tuple[tuple[TextBlock | ImageBlock, ...], Any]:
+    async def run(args: dict[str, Any]) -> tuple[tuple[TextBlock | ImageBlock | DocumentBlock, ...], Any]:
         value = input_schema.convert(args) if input_schema is not None else None
         result = await bound(value, node=node, **options)
         data = output_schema.dump(result)
@@ -100,7 +101,7 @@ def _for_agent(agent: type[Agent] | AgentHandle, node: Node | None, options: Map
         handle = agent
         name = _snake(handle.server_class.__name__)
 
-        async def run(args: dict[str, Any]) -> tuple[tuple[TextBlock | ImageBlock, ...], Any]:
+        async def run(args: dict[str, Any]) -> tuple[tuple[TextBlock | ImageBlock | DocumentBlock, ...], Any]:
             return render_result(await handle.run(args["prompt"])), None
 
         description = (handle.server_class.__doc__ or f"Ask the {name} agent.").strip().splitlines()[0]
@@ -108,7 +109,7 @@ def _for_agent(agent: type[Agent] | AgentHandle, node: Node | None, options: Map
         cls = agent
         name = _snake(cls.__name__)
 
-        async def run(args: dict[str, Any]) -> tuple[tuple[TextBlock | ImageBlock, ...], Any]:
+        async def run(args: dict[str, Any]) -> tuple[tuple[TextBlock | ImageBlock | DocumentBlock, ...], Any]:
             return render_result(await run_once(cls, args["prompt"], node=node, **options)), None
 
         description = (cls.__doc__ or f"Ask the {name} agent.").strip().splitlines()[0]
@@ -140,11 +141,16 @@ def _exposed(items: Any, node: Node | None, options: Mapping[str, Any]) -> dict[
     return exposed
 
 
-def _content(blocks: Iterable[TextBlock | ImageBlock]) -> list[types.ContentBlock]:
+def _content(blocks: Iterable[TextBlock | ImageBlock | DocumentBlock]) -> list[types.ContentBlock]:
     content: list[types.ContentBlock] = []
     for block in blocks:
         if isinstance(block, TextBlock):
             content.append(types.TextContent(type="text", text=block.text))
+        elif isinstance(block, DocumentBlock):
+            # MCP has no document content: an embedded resource carries it, named by its title.
+            uri = "file:///" + urllib.parse.quote(block.title or "document")
+            resource = types.BlobResourceContents(uri=uri, mime_type=block.media_type, blob=block.data)
+            content.append(types.EmbeddedResource(type="resource", resource=resource))
         else:
             content.append(types.ImageContent(type="image", data=block.data, mime_type=block.media_type))
     return content

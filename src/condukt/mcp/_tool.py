@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..messages import ImageBlock, TextBlock
+from ..messages import DocumentBlock, ImageBlock, TextBlock
 from ..tools import Tool, ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -61,15 +62,17 @@ class McpTool(Tool):
         return list(content) if content else ""
 
 
-def render(result: types.CallToolResult, redact: Any = None) -> tuple[TextBlock | ImageBlock, ...]:
+def render(result: types.CallToolResult, redact: Any = None) -> tuple[TextBlock | ImageBlock | DocumentBlock, ...]:
     """``result`` as content blocks: text, images, embedded resources; structured content as JSON.
 
     ``structuredContent`` is used when the result has no other content
-    (servers are asked to mirror it as text, and most do). Audio and
+    (servers are asked to mirror it as text, and most do). An embedded PDF
+    becomes a :class:`~condukt.messages.DocumentBlock` (titled by the last
+    segment of its URI). Audio and
     resource links become a line of text saying what they are. ``redact``
     (a ``str -> str`` function) is applied to every text.
     """
-    blocks: list[TextBlock | ImageBlock] = []
+    blocks: list[TextBlock | ImageBlock | DocumentBlock] = []
     for item in result.content:
         if isinstance(item, types.TextContent):
             blocks.append(TextBlock(item.text))
@@ -81,6 +84,9 @@ def render(result: types.CallToolResult, redact: Any = None) -> tuple[TextBlock 
                 blocks.append(TextBlock(f"[resource {resource.uri}]\n{resource.text}"))
             elif (resource.mime_type or "").startswith("image/"):
                 blocks.append(ImageBlock(resource.mime_type or "", resource.blob))
+            elif resource.mime_type == "application/pdf":
+                name = urllib.parse.unquote(str(resource.uri).rstrip("/").rpartition("/")[2]) or None
+                blocks.append(DocumentBlock(resource.mime_type, resource.blob, name))
             else:
                 size = len(resource.blob) * 3 // 4
                 blocks.append(TextBlock(f"[resource {resource.uri}: {resource.mime_type or 'binary'}, {size} bytes]"))

@@ -24,6 +24,7 @@ from ._errors import (
     ProviderUnavailable,
     RateLimited,
     StreamError,
+    UnsupportedContent,
 )
 from ._fallback import DEFAULT_FALLBACK_ON, Fallback
 from ._http import HttpSettings, configure_http, provider_limits
@@ -76,6 +77,7 @@ __all__ = [
     "StreamError",
     "ThinkingLevel",
     "UnknownProvider",
+    "UnsupportedContent",
     "configure_http",
     "lowlevel",
     "provider_limits",

@@ -25,6 +25,7 @@ __all__ = [
     "ProviderUnavailable",
     "RateLimited",
     "StreamError",
+    "UnsupportedContent",
 ]
 
 
@@ -93,11 +94,22 @@ class InvalidRequest(ProviderError):
 
 
 class EmptyPrompt(InvalidRequest, ValueError):
-    """The request has nothing to answer: no messages, or a last user message without text or images.
+    """The request has nothing to answer: no messages, or a last user message without text, images or documents.
 
     Raised by the model before any request is sent (an empty prompt would be
     an HTTP 400 from Anthropic and a silent prefill or a wasted request
     elsewhere). A ``ValueError`` too, as it is a mistake in the caller's input.
+    """
+
+
+class UnsupportedContent(InvalidRequest, ValueError):
+    """The prompt holds content the provider's protocol cannot carry (a document type it does not take).
+
+    Raised by the model before any request is sent, naming the block and
+    what the protocol takes, instead of the HTTP 400 the provider would
+    answer. A ``ValueError`` too, as it is a mistake in the caller's input.
+    Such content already in the history (a tool's result) is sent as a
+    note instead (:meth:`~condukt.providers.lowlevel.HttpModel.document_problem`).
     """
 
 

@@ -19,7 +19,7 @@ import httpx
 import trio
 
 from ..events import Event, Retry, TextDelta, ThinkingDelta
-from ..messages import AssistantMessage, ImageBlock, StopReason, TextBlock, ThinkingBlock, UserMessage
+from ..messages import AssistantMessage, DocumentBlock, StopReason, TextBlock, ThinkingBlock, UserMessage
 from ..otp import current_node
 from ._errors import (
     AuthenticationFailed,
@@ -32,6 +32,7 @@ from ._errors import (
     ProviderUnavailable,
     RateLimited,
     StreamError,
+    UnsupportedContent,
 )
 from ._http import DEFAULT_BASE_URLS, NodeHttp, endpoint_name, node_http
 from ._model import Emit, ModelRequest
@@ -59,7 +60,8 @@ _REFUSALS = frozenset({StopReason.REFUSAL, StopReason.CONTENT_FILTER})
 def _has_prompt(message: Any) -> bool:
     if type(message) is not UserMessage:
         return True
-    return any(type(block) is ImageBlock or block.text.strip() for block in message.content)  # type: ignore[union-attr]
+    # An image or a document is something to answer, even without text.
+    return any(type(block) is not TextBlock or block.text.strip() for block in message.content)
 
 
 def resolve_api_key(provider: str, api_key: str | None, env_var: str | None, *, required: bool = True) -> str | None:
@@ -441,6 +443,24 @@ class HttpModel(abc.ABC):
         """
         return self.path
 
+    def document_problem(self, block: DocumentBlock) -> str | None:
+        """Why this protocol cannot send the document ``block``; ``None`` when it can (the default: any type).
+
+        :meth:`complete` raises :class:`~condukt.providers.UnsupportedContent`
+        with this reason for a document of the new prompt, before any
+        request; a protocol module sends a short note in place of one
+        already in the history (a tool's result, a conversation continued
+        from another provider), so the conversation is never stuck on it.
+        """
+        return None
+
+    def _check_documents(self, message: UserMessage) -> None:
+        for block in message.content:
+            if type(block) is DocumentBlock:
+                reason = self.document_problem(block)
+                if reason is not None:
+                    raise UnsupportedContent(self.provider, reason)
+
     @abc.abstractmethod
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """The headers that carry the key (and the protocol version)."""
@@ -563,12 +583,17 @@ class HttpModel(abc.ABC):
         Raises a :class:`~condukt.providers.ProviderError` subclass on failure:
         :class:`~condukt.providers.EmptyPrompt` before any request when there
         is nothing to answer, :class:`~condukt.providers.ModelRefused` when the
-        model refused or a content filter withheld the answer.
+        model refused or a content filter withheld the answer,
+        :class:`~condukt.providers.UnsupportedContent` before any request
+        when the conversation holds a document type the protocol cannot carry.
         Cancellation closes the connection of the request in flight.
         """
         messages = request.messages
         if not messages or not _has_prompt(messages[-1]):
             raise EmptyPrompt(self.provider, "the prompt is empty: nothing to send to the model")
+        last = messages[-1]
+        if type(last) is UserMessage:  # a new prompt (or steers): its documents are checked, not noted
+            self._check_documents(last)
         body = self.encode_request(request)
         estimate = len(body) // 4
         number = 0

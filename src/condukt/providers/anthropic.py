@@ -3,8 +3,10 @@
 Requests carry ``x-api-key`` and ``anthropic-version``; the key comes from
 ``api_key=`` or ``ANTHROPIC_API_KEY``, the base URL from ``base_url=``,
 ``ANTHROPIC_BASE_URL`` or ``https://api.anthropic.com``. Tool results go
-back as ``tool_result`` blocks (images included) in one user message per
-turn; a ``thinking_level`` other than ``off`` turns extended thinking on
+back as ``tool_result`` blocks (images and documents included) in one
+user message per turn; documents are ``document`` blocks (a PDF as a
+``base64`` source, a ``text/*`` document as a ``text`` source, the title as
+``title``); a ``thinking_level`` other than ``off`` turns extended thinking on
 with the budget in :data:`THINKING_BUDGETS`, and thinking blocks (with their
 signatures) are sent back as the API requires during tool use.
 """
@@ -22,6 +24,7 @@ from ..messages import (
     AssistantMessage,
     Citation,
     ContentBlock,
+    DocumentBlock,
     ImageBlock,
     ProviderBlock,
     StopReason,
@@ -32,6 +35,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ._documents import PDF, note, problem, text_of
 from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -136,6 +140,26 @@ def _image(block: ImageBlock) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": block.media_type, "data": block.data}}
 
 
+def _document(block: DocumentBlock) -> dict[str, Any]:
+    """A ``document`` block: a PDF as a base64 source, a text document as a plain-text source.
+
+    One the API cannot take (only in the history: a new prompt's raised
+    :class:`~condukt.providers.UnsupportedContent`) becomes a text note.
+    """
+    reason = problem(block, needs_text=True)
+    if reason is not None:
+        return {"type": "text", "text": note(reason)}
+    source: dict[str, Any]
+    if block.media_type == PDF:
+        source = {"type": "base64", "media_type": PDF, "data": block.data}
+    else:  # the API's text source is text/plain only; any text/* document is plain text to it
+        source = {"type": "text", "media_type": "text/plain", "data": text_of(block)}
+    document: dict[str, Any] = {"type": "document", "source": source}
+    if block.title:
+        document["title"] = block.title
+    return document
+
+
 def _user_content(blocks: Any) -> list[dict[str, Any]]:
     out = []
     for block in blocks:
@@ -144,6 +168,8 @@ def _user_content(blocks: Any) -> list[dict[str, Any]]:
                 out.append(_text(block))
         elif type(block) is ImageBlock:
             out.append(_image(block))
+        elif type(block) is DocumentBlock:
+            out.append(_document(block))
     return out
 
 
@@ -272,6 +298,10 @@ class AnthropicModel(HttpModel):
         #: How often a ``pause_turn`` answer is sent back to let the model finish its turn.
         self.max_pause_resumes = max_pause_resumes
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
+
+    def document_problem(self, block: DocumentBlock) -> str | None:
+        """PDF and UTF-8 ``text/*`` documents only (``document`` blocks with a base64 or a plain-text source)."""
+        return problem(block, needs_text=True)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``x-api-key`` and ``anthropic-version``."""

@@ -12,8 +12,13 @@ The wire format, from the public API reference:
 - Roles are ``user`` and ``model``; the system prompt is
   ``systemInstruction``. Tool results are ``functionResponse`` parts
   (``{"name", "id", "response": {"output": text}}``, ``{"error": text}`` for
-  an error result) in one ``user`` turn, in call order; images a tool
-  returned follow them as ``inlineData`` parts of that turn.
+  an error result) in one ``user`` turn, in call order; images and
+  documents a tool returned follow them as ``inlineData`` parts of that turn.
+- Images and documents are ``inlineData`` parts (``mimeType``, base64
+  ``data``); documents must be PDF or ``text/*`` (Gemini reads other text
+  formats as plain text), else :class:`~condukt.providers.UnsupportedContent`
+  for a new prompt's, a text note saying so for one in the history.
+  The API has no field for a document's title: it is not sent.
 - Tools are ``functionDeclarations`` whose ``parametersJsonSchema`` carries
   the tool's JSON schema as it is.
 - ``functionCall`` parts become :class:`~condukt.messages.ToolCall`; a call
@@ -52,6 +57,7 @@ from ..events import Event, TextDelta, ThinkingDelta
 from ..messages import (
     AssistantMessage,
     ContentBlock,
+    DocumentBlock,
     ImageBlock,
     StopReason,
     TextBlock,
@@ -61,6 +67,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ._documents import note, problem
 from ._errors import MissingApiKey, StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -100,7 +107,11 @@ _ids = itertools.count(1)
 _Encoded = tuple[str, list[dict[str, Any]]]  # (role, parts)
 
 
-def _inline(block: ImageBlock) -> dict[str, Any]:
+def _inline(block: ImageBlock | DocumentBlock) -> dict[str, Any]:
+    if type(block) is DocumentBlock:
+        reason = problem(block, needs_text=False)
+        if reason is not None:  # only in the history: a new prompt's raised UnsupportedContent
+            return {"text": note(reason)}
     return {"inlineData": {"mimeType": block.media_type, "data": block.data}}
 
 
@@ -123,7 +134,7 @@ def _encode_message(message: Any) -> _Encoded:
         if not message.tool_call_id.startswith(GENERATED_ID_PREFIX):
             response["id"] = message.tool_call_id
         parts: list[dict[str, Any]] = [{"functionResponse": response}]
-        parts.extend(_inline(block) for block in message.content if type(block) is ImageBlock)
+        parts.extend(_inline(block) for block in message.content if type(block) is not TextBlock)
         return "user", parts
     if kind is UserMessage:
         user: list[dict[str, Any]] = []
@@ -131,7 +142,7 @@ def _encode_message(message: Any) -> _Encoded:
             if type(block) is TextBlock:
                 if block.text:
                     user.append({"text": block.text})
-            elif type(block) is ImageBlock:
+            else:  # an image or a document
                 user.append(_inline(block))
         return "user", user
     parts = []
@@ -273,6 +284,10 @@ class GeminiModel(HttpModel):
         """``/v1beta/models/{model}:generateContent``, or ``:streamGenerateContent?alt=sse`` when streaming."""
         method = "streamGenerateContent?alt=sse" if self.stream else "generateContent"
         return f"{self.path}/{self.model}:{method}"
+
+    def document_problem(self, block: DocumentBlock) -> str | None:
+        """PDF and ``text/*`` documents only (Gemini reads the text formats as plain text)."""
+        return problem(block, needs_text=False)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``x-goog-api-key``."""

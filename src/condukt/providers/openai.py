@@ -9,9 +9,14 @@ from ``base_url=``, ``<PREFIX>_BASE_URL`` or the preset's default (it
 includes the ``/v1``).
 
 Streaming asks for ``stream_options.include_usage``; tool-call fragments
-are assembled by their ``index``; images travel as ``data:`` URLs (tool
-results that hold images are followed by one user message carrying them,
-as tool messages can only hold text); reasoning text streamed as
+are assembled by their ``index``; images travel as ``data:`` URLs, PDF
+documents as ``file`` parts (``filename`` and ``file_data``, a ``data:``
+URL), text documents as ``text`` parts holding their text (the API takes
+only PDF files; it recommends sending a file's text that way), any other
+document type raises :class:`~condukt.providers.UnsupportedContent` in a
+new prompt and goes as a text note saying so from the history; tool
+results that hold images or documents are followed by one user message
+carrying them, as tool messages can only hold text; reasoning text streamed as
 ``reasoning_content`` or ``reasoning`` becomes thinking deltas.
 
 A ``refusal`` (a message or delta field of its own, ``content`` staying
@@ -34,6 +39,7 @@ from ..events import Event, TextDelta, ThinkingDelta
 from ..messages import (
     AssistantMessage,
     ContentBlock,
+    DocumentBlock,
     ImageBlock,
     StopReason,
     TextBlock,
@@ -43,6 +49,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ._documents import PDF, attachment_words, data_url, filename, note, problem, text_of
 from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -132,6 +139,24 @@ def _data_url(block: ImageBlock) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{block.media_type};base64,{block.data}"}}
 
 
+def _document(block: DocumentBlock) -> dict[str, Any]:
+    """A PDF as a ``file`` part; a text document as a ``text`` part with its text (the API takes only PDF files)."""
+    reason = problem(block, needs_text=True)
+    if reason is not None:  # only in the history: a new prompt's raised UnsupportedContent
+        return {"type": "text", "text": note(reason)}
+    if block.media_type == PDF:
+        return {"type": "file", "file": {"filename": filename(block), "file_data": data_url(block)}}
+    text = text_of(block)
+    return {"type": "text", "text": f"[document: {block.title}]\n{text}" if block.title else text}
+
+
+def _part(block: Any) -> dict[str, Any]:
+    kind = type(block)
+    if kind is TextBlock:
+        return {"type": "text", "text": block.text}
+    return _data_url(block) if kind is ImageBlock else _document(block)
+
+
 def _encode_message(message: Any) -> _Encoded:
     kind = type(message)
     if kind is UserMessage:
@@ -139,23 +164,20 @@ def _encode_message(message: Any) -> _Encoded:
         if all(type(block) is TextBlock for block in blocks):
             # Plain string content: every compatible server understands it.
             return dumps({"role": "user", "content": message.text}), b""
-        parts = [
-            {"type": "text", "text": block.text} if type(block) is TextBlock else _data_url(block)
-            for block in blocks
-            if type(block) is not TextBlock or block.text
-        ]
+        parts = [_part(block) for block in blocks if type(block) is not TextBlock or block.text]
         return dumps({"role": "user", "content": parts}), b""
     if kind is ToolResultMessage:
-        images = [block for block in message.content if type(block) is ImageBlock]
-        text = message.text or ("(see the attached image)" if images else "")
+        attached = [block for block in message.content if type(block) is not TextBlock]
+        if not attached:
+            return dumps({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}), b""
+        placeholder, noun = attachment_words(attached)
+        text = message.text or placeholder
         wire = dumps({"role": "tool", "tool_call_id": message.tool_call_id, "content": text})
-        if not images:
-            return wire, b""
-        image_parts: list[dict[str, Any]] = [
-            {"type": "text", "text": f"Image returned by tool call {message.tool_call_id} ({message.name}):"}
+        extra: list[dict[str, Any]] = [
+            {"type": "text", "text": f"{noun} returned by tool call {message.tool_call_id} ({message.name}):"}
         ]
-        image_parts.extend(_data_url(block) for block in images)
-        return wire, dumps(image_parts)[1:-1]
+        extra.extend(_part(block) for block in attached)
+        return wire, dumps(extra)[1:-1]
     text = message.text
     calls = message.tool_calls
     # Content may be null only beside tool calls.
@@ -254,6 +276,10 @@ class OpenAIModel(HttpModel):
         #: Sent as ``prompt_cache_key``: requests sharing it are routed to share OpenAI's prompt cache.
         self.prompt_cache_key = checked_prompt_cache_key(prompt_cache_key)
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
+
+    def document_problem(self, block: DocumentBlock) -> str | None:
+        """PDF (a ``file`` part) and UTF-8 ``text/*`` documents (their text) only."""
+        return problem(block, needs_text=True)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``Authorization: Bearer <key>`` when there is a key."""

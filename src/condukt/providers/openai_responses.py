@@ -8,11 +8,13 @@ nothing is kept on OpenAI's side.
 
 The wire format, from the public API reference:
 
-- The system prompt is ``instructions``; user messages are ``input_text`` and
-  ``input_image`` (``data:`` URL) parts; the model's text goes back as an
-  assistant message, its tool calls as ``function_call`` items and the
-  results as ``function_call_output`` items (images a tool returned follow
-  in one user message, as the output is text).
+- The system prompt is ``instructions``; user messages are ``input_text``,
+  ``input_image`` (``data:`` URL) and ``input_file`` (``filename`` and
+  ``file_data``, a ``data:`` URL) parts; documents of any media type are
+  sent (the API takes PDF, text, code and office files); the model's text
+  goes back as an assistant message, its tool calls as ``function_call``
+  items and the results as ``function_call_output`` items (images and
+  documents a tool returned follow in one user message, as the output is text).
 - Tools are ``{"type": "function", "name", "description", "parameters",
   "strict": false}`` (the API's default is strict, which rejects most
   ordinary JSON schemas).
@@ -48,6 +50,7 @@ from ..messages import (
     AssistantMessage,
     Citation,
     ContentBlock,
+    DocumentBlock,
     ImageBlock,
     StopReason,
     TextBlock,
@@ -57,6 +60,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ._documents import attachment_words, data_url, filename
 from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -82,23 +86,32 @@ def _image(block: ImageBlock) -> dict[str, Any]:
     return {"type": "input_image", "image_url": f"data:{block.media_type};base64,{block.data}"}
 
 
+def _file(block: DocumentBlock) -> dict[str, Any]:
+    return {"type": "input_file", "filename": filename(block), "file_data": data_url(block)}
+
+
+def _part(block: Any) -> dict[str, Any]:
+    kind = type(block)
+    if kind is TextBlock:
+        return {"type": "input_text", "text": block.text}
+    return _image(block) if kind is ImageBlock else _file(block)
+
+
 def _encode_message(message: Any) -> _Encoded:
     kind = type(message)
     if kind is UserMessage:
-        parts = [
-            {"type": "input_text", "text": block.text} if type(block) is TextBlock else _image(block)
-            for block in message.content
-            if type(block) is not TextBlock or block.text
-        ]
+        parts = [_part(block) for block in message.content if type(block) is not TextBlock or block.text]
         return [{"role": "user", "content": parts}] if parts else []
     if kind is ToolResultMessage:
-        images = [block for block in message.content if type(block) is ImageBlock]
-        output = message.text or ("(see the attached image)" if images else "")
+        attached = [block for block in message.content if type(block) is not TextBlock]
+        if not attached:
+            return [{"type": "function_call_output", "call_id": message.tool_call_id, "output": message.text}]
+        placeholder, noun = attachment_words(attached)
+        output = message.text or placeholder
         items: _Encoded = [{"type": "function_call_output", "call_id": message.tool_call_id, "output": output}]
-        if images:
-            caption_text = f"Image returned by tool call {message.tool_call_id} ({message.name}):"
-            caption = {"type": "input_text", "text": caption_text}
-            items.append({"role": "user", "content": [caption, *(_image(block) for block in images)]})
+        caption_text = f"{noun} returned by tool call {message.tool_call_id} ({message.name}):"
+        caption = {"type": "input_text", "text": caption_text}
+        items.append({"role": "user", "content": [caption, *(_part(block) for block in attached)]})
         return items
     items = []
     texts: list[str] = []

@@ -23,7 +23,8 @@ event or garbage, or waits on a gate), :class:`Malformed` (a 200 whose body
 is not JSON), :class:`Disconnect` (close without answering), :class:`Slow`
 (delay the first byte of another step), :class:`Raw` (a recorded body).
 
-Every request is recorded (headers, JSON body, time) and concurrent
+Every request is recorded (headers, JSON body, time; its document parts,
+of whatever protocol, in :attr:`RecordedRequest.documents`) and concurrent
 requests are counted. Run as a script (``python -m condukt.testing.server
 --latency 0.05``) it serves in its own process and prints its port.
 """
@@ -161,6 +162,9 @@ class Raw:
 
 Step = Reply | Status | Fault | Malformed | Disconnect | Slow | Raw
 
+#: The part types that carry a document, by protocol (Gemini's are ``inlineData`` parts).
+_DOCUMENT_PARTS = {"anthropic": ("document",), "openai": ("file",), "responses": ("input_file",)}
+
 
 @attrs.define
 class RecordedRequest:
@@ -187,6 +191,35 @@ class RecordedRequest:
         """The body's ``messages`` (Gemini: its ``contents``; the Responses API: its ``input``)."""
         key = {"gemini": "contents", "responses": "input"}.get(self.protocol, "messages")
         return list(self.body.get(key, [])) if isinstance(self.body, dict) else []
+
+    @property
+    def documents(self) -> list[dict[str, Any]]:
+        """The document parts of the body's messages, in order, as sent.
+
+        Anthropic's ``document`` blocks (tool results' included), Chat
+        Completions' ``file`` parts, the Responses API's ``input_file`` parts,
+        Gemini's ``inlineData`` parts whose ``mimeType`` is not an image's.
+        """
+        found: list[dict[str, Any]] = []
+
+        def visit(value: Any) -> None:
+            if isinstance(value, list):
+                for item in value:
+                    visit(item)
+            elif isinstance(value, dict):
+                inline = value.get("inlineData")
+                if value.get("type") in _DOCUMENT_PARTS.get(self.protocol, ()) or (
+                    self.protocol == "gemini"
+                    and isinstance(inline, dict)
+                    and not str(inline.get("mimeType", "")).startswith("image/")
+                ):
+                    found.append(value)
+                    return
+                for key in ("content", "parts"):
+                    visit(value.get(key))
+
+        visit(self.messages)
+        return found
 
     @property
     def model(self) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import attrs
 
-from ..messages import ImageBlock, TextBlock, ToolDefinition
+from ..messages import DocumentBlock, ImageBlock, TextBlock, ToolDefinition
 from ..otp import ConduktError
 from ..sandbox import Local, Sandbox, SandboxError
 from ..schema import Schema
@@ -143,8 +143,9 @@ class Tool(abc.ABC):
     properties computed from them, so one class can appear many times.
 
     ``call`` returns the result: a ``str`` is sent as is, an
-    :class:`~condukt.messages.ImageBlock` (or a list of text/image blocks) as
-    content, anything else JSON-encoded. Raise :class:`ToolError` to report a
+    :class:`~condukt.messages.ImageBlock` or
+    :class:`~condukt.messages.DocumentBlock` (or a list of text, image and
+    document blocks) as content, anything else JSON-encoded. Raise :class:`ToolError` to report a
     failure the model can act on; any other exception is reported the same way
     (and logged). Arguments are validated against ``parameters`` before
     ``call`` runs, and ``call`` receives them as a dict of JSON data even
@@ -361,17 +362,20 @@ def resolve_tools(items: Iterable[Any]) -> list[Tool]:
     return tools
 
 
-def render_result(value: Any) -> tuple[TextBlock | ImageBlock, ...]:
+def render_result(value: Any) -> tuple[TextBlock | ImageBlock | DocumentBlock, ...]:
     """The content blocks the model sees for a tool's return value."""
     if isinstance(value, str):
         return (TextBlock(value),)
-    if isinstance(value, (TextBlock, ImageBlock)):
+    if isinstance(value, _CONTENT_BLOCKS):
         return (value,)
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (TextBlock, ImageBlock)) for v in value):
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, _CONTENT_BLOCKS) for v in value):
         return tuple(value)
     if attrs.has(type(value)):
         value = unstructure(value)
     return (TextBlock(json.dumps(value, ensure_ascii=False, default=_json_default)),)
+
+
+_CONTENT_BLOCKS = (TextBlock, ImageBlock, DocumentBlock)
 
 
 def _json_default(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The ``read`` tool: file contents, or an image the model can see."""
+"""The ``read`` tool: file contents, or an image or a PDF the model can see."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..messages import ImageBlock
+from ..messages import DocumentBlock, ImageBlock
 from ._files import Abandoned, open_regular, run_abandonable
 from ._output import MAX_BYTES, MAX_LINES, truncate
 from ._tool import Tool, ToolContext, ToolError
 
-__all__ = ["Read", "IMAGE_TYPES", "MAX_IMAGE_BYTES"]
+__all__ = ["Read", "IMAGE_TYPES", "MAX_DOCUMENT_BYTES", "MAX_IMAGE_BYTES"]
 
 #: File extensions read as images, and their media types.
 IMAGE_TYPES = {
@@ -23,22 +23,25 @@ IMAGE_TYPES = {
 }
 #: Larger images are refused (providers reject them anyway).
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
+#: Larger PDFs are refused: Anthropic's request size limit, the smallest of the providers'.
+MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
 _CHUNK = 1 << 20  # bytes read at a time
 _LINE_CAP = MAX_BYTES + 4  # bytes kept of one line: enough to show it was cut
 
 
 class Read(Tool):
-    """Read a text file (a window of lines) or an image (png, jpg, gif, webp).
+    """Read a text file (a window of lines), an image (png, jpg, gif, webp) or a PDF.
 
     Text output is cut at 2000 lines or 50 KiB, whichever comes first, with
     a header saying which lines are shown; ``offset`` (1-based) and ``limit``
-    page through large files. Images come back as image blocks the model sees.
+    page through large files. Images come back as image blocks the model
+    sees, PDFs as document blocks (titled with the file's name) it reads.
     """
 
     name = "read"
     description = (
-        "Read the contents of a file. Supports text files and images (png, jpg, gif, webp); "
-        f"images are sent as attachments. Text output is truncated to {MAX_LINES} lines or "
+        "Read the contents of a file. Supports text files, images (png, jpg, gif, webp) and PDFs; "
+        f"images and PDFs are sent as attachments. Text output is truncated to {MAX_LINES} lines or "
         f"{MAX_BYTES // 1024}KB; use offset/limit for large files."
     )
     parameters = {
@@ -58,7 +61,7 @@ class Read(Tool):
         Raises :class:`ToolError` when the file cannot be read (missing, a
         directory, no permission, outside a confined working directory or
         the sandbox), is not a regular file (a FIFO or a device: refused at
-        once), is binary, is an image too large, or ``offset`` is past its
+        once), is binary, is an image or a PDF too large, or ``offset`` is past its
         end. The file is streamed: memory stays bounded (about the 50 KiB
         shown) whatever its size. The read runs in a worker thread that is
         abandoned on cancellation (a timeout, an abort), which takes effect at once; the
@@ -79,6 +82,11 @@ def _read(path: Path, display: str, offset: int | None, limit: int | None, aband
                 raise ToolError(f"{display} is {size} bytes; images over {MAX_IMAGE_BYTES} bytes are not supported")
             data = _read_all(fd, MAX_IMAGE_BYTES + 1, abandoned)
             return ImageBlock.from_bytes(data, media_type)
+        if path.suffix.lower() == ".pdf":
+            if size > MAX_DOCUMENT_BYTES:
+                raise ToolError(f"{display} is {size} bytes; PDFs over {MAX_DOCUMENT_BYTES} bytes are not supported")
+            data = _read_all(fd, MAX_DOCUMENT_BYTES + 1, abandoned)
+            return DocumentBlock.from_bytes(data, "application/pdf", path.name)
         lines, start, total = _window(fd, display, (offset or 1) - 1, limit, abandoned)
     finally:
         os.close(fd)
