@@ -197,6 +197,12 @@ async def test_arguments_in_events_and_pending_list_are_redacted() -> None:
     assert requested and "hunter2" not in repr(requested)
 
 
+async def result_saved(store: Any, key: str, call_id: str) -> bool:
+    """Whether the snapshot under ``key`` holds the result of ``call_id`` in its run's checkpoint."""
+    snapshot = await store.load(key)
+    return snapshot is not None and snapshot.run is not None and any(r.tool_call_id == call_id for r in snapshot.run.results)
+
+
 def agent_spec(model: Any, ledger: list[int], tmp_path: Path, store: Any) -> condukt.ChildSpec:
     return condukt.ChildSpec(
         "agent",
@@ -237,7 +243,9 @@ async def test_a_pending_approval_survives_a_crash_and_supervisor_restart(kind: 
                 await wait_pending(first, 2)
                 await first.approve("c1")
                 with trio.fail_after(5):
-                    while ledger != [7]:
+                    # c1 has run and its result is in the snapshot (a call still running at
+                    # the crash would be reported interrupted instead: another test).
+                    while ledger != [7] or not await result_saved(store.bind(tmp_path), "payer", "c1"):
                         await trio.sleep(0.01)
                 first.kill()  # the OTP API: an untrappable exit, the supervisor restarts it
             assert len(caller_saw) == 1  # the caller is gone; the result goes to subscribers
