@@ -105,7 +105,7 @@ def output_limit_for(model: str) -> int | None:
 
 DEFAULT_BASE_URLS["anthropic"] = "https://api.anthropic.com"
 
-_Encoded = tuple[str, bytes, bool]  # (role, comma-joined content blocks, whether the last may hold cache_control)
+_Encoded = tuple[str, bytes]  # (role, comma-joined content blocks)
 
 
 def _citation(item: Any, where: str) -> Citation:
@@ -159,10 +159,14 @@ def _encode_message(message: Any) -> _Encoded:
             result["content"] = content
         if message.is_error:
             result["is_error"] = True
-        return "user", dumps(result), True
+        return "user", dumps(result)
     if kind is UserMessage:
-        fragment = dumps(_user_content(message.content))[1:-1]
-        return "user", fragment, bool(fragment)
+        return "user", dumps(_user_content(message.content))[1:-1]
+    return "assistant", dumps(_answer_blocks(message))[1:-1]
+
+
+def _answer_blocks(message: Any) -> list[dict[str, Any]]:
+    """An assistant message's content blocks as the API takes them back."""
     blocks: list[dict[str, Any]] = []
     for block in message.content:
         block_kind = type(block)
@@ -184,9 +188,17 @@ def _encode_message(message: Any) -> _Encoded:
             blocks.append(_image(block))
         elif block_kind is ProviderBlock and block.provider == "anthropic":
             blocks.append(loads(block.data))  # a server tool's call or result, as it came
-    # The API takes no cache_control on a thinking block.
-    markable = bool(blocks) and blocks[-1].get("type") not in ("thinking", "redacted_thinking")
-    return "assistant", dumps(blocks)[1:-1], markable
+    return blocks
+
+
+def _markable(message: Any, fragment: bytes) -> bool:
+    """Whether the last block of ``message`` (encoded as ``fragment``) may carry ``cache_control``:
+    it has one, and it is not a thinking block (the API refuses those)."""
+    if not fragment:
+        return False
+    if type(message) is not AssistantMessage:
+        return True
+    return _answer_blocks(message)[-1].get("type") not in ("thinking", "redacted_thinking")
 
 
 def _usage(data: dict[str, Any], where: str, usage: Usage | None = None) -> Usage:
@@ -352,21 +364,22 @@ class AnthropicModel(HttpModel):
         minimum cacheable length are simply not cached. Other places: see
         :func:`cache_places`.
         """
-        encoded = self._messages.encode_all(request.messages)
+        messages = request.messages
+        encoded = self._messages.encode_all(messages)
         positions = self._cache_messages
         if positions is _LAST:  # the default: the conversation's end (the last block that can hold it)
             index = len(encoded) - 1
-            while index >= 0 and not encoded[index][2]:
+            while index >= 0 and not _markable(messages[index], encoded[index][1]):
                 index -= 1
             if index >= 0:
-                last = encoded[index]
-                encoded[index] = (last[0], last[1][:-1] + _CACHE_CONTROL, True)
+                last_role, last = encoded[index]
+                encoded[index] = (last_role, last[:-1] + _CACHE_CONTROL)
         elif positions:
-            _mark(encoded, positions)
+            _mark(messages, encoded, positions)
         parts: list[bytes] = []
         role: str | None = None
         blocks: list[bytes] = []
-        for message_role, fragment, _ in encoded:
+        for message_role, fragment in encoded:
             if not fragment:
                 continue
             if message_role != role:
@@ -480,7 +493,7 @@ def cache_places(prompt_cache: Any) -> frozenset[str | int]:
     return frozenset(places)
 
 
-def _mark(encoded: list[_Encoded], positions: tuple[int, ...]) -> None:
+def _mark(messages: Sequence[Any], encoded: list[_Encoded], positions: tuple[int, ...]) -> None:
     """Put ``cache_control`` on the last block of the messages at ``positions`` (in place).
 
     A message that cannot hold it passes it to the nearest one before it that can; a
@@ -492,12 +505,12 @@ def _mark(encoded: list[_Encoded], positions: tuple[int, ...]) -> None:
         index = position + size if position < 0 else position
         if not 0 <= index < size:
             continue
-        while index >= 0 and not encoded[index][2] and index not in marked:
+        while index >= 0 and index not in marked and not _markable(messages[index], encoded[index][1]):
             index -= 1
         if index < 0 or index in marked:
             continue
-        role, fragment, markable = encoded[index]
-        encoded[index] = (role, fragment[:-1] + _CACHE_CONTROL, markable)
+        role, fragment = encoded[index]
+        encoded[index] = (role, fragment[:-1] + _CACHE_CONTROL)
         marked.append(index)
 
 
