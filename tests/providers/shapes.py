@@ -37,6 +37,10 @@ FULL = Reply(
 )
 
 
+#: An image part, as image-capable Gemini models answer with (after the text, before the calls).
+GEMINI_IMAGE = {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
+
+
 class Raw:
     """JSON text put in a document verbatim (what ``json.dumps`` cannot produce: ``1e999``, deep nesting)."""
 
@@ -86,8 +90,13 @@ def gemini_template(streamed: bool) -> list[tuple[str, Any]]:
     if not streamed:
         body = gemini_body(FULL, "gemini-test")
         body["usageMetadata"].update(cachedContentTokenCount=2, thoughtsTokenCount=3)
+        body["candidates"][0]["content"]["parts"].insert(2, copy.deepcopy(GEMINI_IMAGE))
         return [("", body)]
-    return [("", json.loads(frame.decode().removeprefix("data: "))) for frame in gemini_frames(FULL, "gemini-test")]
+    out = [("", json.loads(frame.decode().removeprefix("data: "))) for frame in gemini_frames(FULL, "gemini-test")]
+    image = copy.deepcopy(out[-2][1])  # the frame with the function calls, before the last one
+    image["candidates"][0]["content"]["parts"] = [copy.deepcopy(GEMINI_IMAGE)]
+    out.insert(len(out) - 2, ("", image))
+    return out
 
 
 def responses_template(streamed: bool) -> list[tuple[str, Any]]:

@@ -27,6 +27,7 @@ from condukt import serialization
 from condukt.events import TextDelta, ThinkingDelta
 from condukt.messages import (
     AssistantMessage,
+    ImageBlock,
     ProviderBlock,
     StopReason,
     TextBlock,
@@ -134,6 +135,9 @@ def check_message(model: HttpModel, message: AssistantMessage) -> None:
             assert type(block.thinking) is str
             assert block.signature is None or type(block.signature) is str
             assert block.redacted is None or type(block.redacted) is str
+        elif type(block) is ImageBlock:  # an image-capable Gemini model's output, sent back as inlineData
+            assert model is MODELS["gemini"]
+            assert type(block.media_type) is str and block.media_type and type(block.data) is str and block.data
         elif type(block) is ProviderBlock:  # a server tool's block, kept as JSON to send back
             assert type(block.kind) is str and block.kind and type(json.loads(block.data)) is dict
         else:
@@ -210,6 +214,8 @@ def test_the_templates_decode(protocol: str) -> None:
     deltas, streamed = MODELS[protocol].decode_stream([shapes.stream(protocol, TEMPLATES[protocol, True])])
     assert streamed.content == message.content and streamed.stop_reason == StopReason.TOOL_USE
     assert "".join(d.text for d in deltas if type(d) is TextDelta) == "Hello there, world"
+    images = [block for block in message.content if type(block) is ImageBlock]
+    assert images == ([ImageBlock("image/png", "iVBORw0KGgo=")] if protocol == "gemini" else [])
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

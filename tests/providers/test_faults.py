@@ -4,6 +4,7 @@ cancellation, missing keys, and keys that must never leak."""
 from __future__ import annotations
 
 import logging
+import socket
 
 import pytest
 import trio
@@ -18,6 +19,7 @@ from condukt.providers import (
     ProviderUnavailable,
     RateLimited,
     StreamError,
+    configure_http,
     provider_limits,
 )
 from condukt.testing.server import Disconnect, Fault, Malformed, ProtocolServer, Slow, Status, reply
@@ -191,6 +193,37 @@ async def test_dropped_connections_are_retried(node: condukt.Node, server: Proto
     assert stream.result == "reconnected"
     [retry] = [e for e in events if isinstance(e, Retry)]
     assert "connection" in retry.reason
+
+
+@pytest.mark.parametrize("where", ["node", "model"])
+async def test_a_server_that_never_reads_fails_the_run_after_the_write_timeout(
+    node: condukt.Node, nursery: trio.Nursery, autojump_clock: trio.abc.Clock, where: str
+) -> None:
+    # The server accepts and never reads: once the socket buffers are full (a small receive
+    # buffer on the server side, a request larger than the client's send buffer can grow to),
+    # only the write timeout ends the request. Without it the run would wait forever.
+    accepted = trio.Event()
+
+    async def never_reads(stream: trio.SocketStream) -> None:
+        accepted.set()
+        await trio.sleep_forever()
+
+    [listener] = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    listener.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # inherited by the accepted socket
+    await nursery.start(trio.serve_listeners, never_reads, [listener])
+    url = f"http://127.0.0.1:{listener.socket.getsockname()[1]}"
+    if where == "node":
+        configure_http(node, write_timeout=7.0)  # read and connect stay at their defaults
+        options: dict[str, object] = {"retry": False}
+    else:
+        options = {"retry": False, "timeout": 7.0}
+    agent = await node.spawn(condukt.Agent, model="anthropic:m", api_key="k", base_url=url, model_options=options)
+    started = trio.current_time()
+    with trio.fail_after(120):  # virtual time: a missing write timeout fails here, not by hanging the suite
+        with pytest.raises(ProviderUnavailable, match="timed out sending the request"):
+            await agent.run("x" * 8_000_000)  # more than the 4 MB a loopback send buffer grows to
+    assert accepted.is_set()
+    assert 7.0 <= trio.current_time() - started < 8.0
 
 
 async def test_an_unreachable_server_is_provider_unavailable(node: condukt.Node) -> None:

@@ -16,8 +16,8 @@ import pytest
 
 import condukt
 from condukt.events import TextDelta, ThinkingDelta, ToolCallStart
-from condukt.messages import AssistantMessage, StopReason, ThinkingBlock, ToolCall, Usage
-from condukt.providers import AuthenticationFailed, MissingApiKey, ModelRefused, StreamError
+from condukt.messages import AssistantMessage, ImageBlock, StopReason, ThinkingBlock, ToolCall, Usage
+from condukt.providers import AuthenticationFailed, InvalidResponse, MissingApiKey, ModelRefused, StreamError
 from condukt.testing.server import Fault, ProtocolServer, Raw, Status, reply, tool_use
 
 from .helpers import API_KEY, Weather, collect, spawn
@@ -178,6 +178,33 @@ async def test_images_from_a_tool_follow_its_response(node: condukt.Node, server
     response, image = server.requests[1].body["contents"][2]["parts"]
     assert response["functionResponse"]["id"] == "r1"
     assert image == {"inlineData": {"mimeType": "image/png", "data": base64.b64encode(png).decode()}}
+
+
+async def test_an_image_the_model_answers_with_is_kept_and_sent_back(node: condukt.Node, server: ProtocolServer) -> None:
+    image = {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
+    body = {"candidates": [{"content": {"role": "model", "parts": [{"text": "Here:"}, image]}, "finishReason": "STOP"}]}
+    server.add(Raw(json.dumps(body).encode(), content_type="application/json"), reply("Done."))
+    agent = await spawn(node, server, "gemini", stream=False)
+    assert await agent.run("Draw a pixel") == "Here:"
+    [_, answer] = await agent.history()
+    assert answer.content[1] == ImageBlock("image/png", "iVBORw0KGgo=")
+    await agent.run("Thanks")
+    assert server.requests[1].body["contents"][1]["parts"] == [{"text": "Here:"}, image]
+
+
+@pytest.mark.parametrize(
+    "inline",
+    [{}, {"mimeType": "", "data": "iVBORw0KGgo="}, {"mimeType": "image/png"}, {"mimeType": "image/png", "data": 7}, []],
+    ids=["empty", "empty-type", "no-data", "data-not-a-string", "not-an-object"],
+)
+async def test_a_malformed_image_part_is_an_invalid_response(node: condukt.Node, server: ProtocolServer, inline: object) -> None:
+    # Never an ImageBlock with empty fields that the next request would send back.
+    body = {"candidates": [{"content": {"role": "model", "parts": [{"inlineData": inline}]}, "finishReason": "STOP"}]}
+    server.add(Raw(json.dumps(body).encode(), content_type="application/json"))
+    agent = await spawn(node, server, "gemini", model_options={"stream": False, "retry": False})
+    with pytest.raises(InvalidResponse, match="inlineData"):
+        await agent.run("Draw a pixel")
+    assert not await agent.history()
 
 
 async def test_usage_counts_cached_and_thought_tokens(node: condukt.Node, server: ProtocolServer) -> None:

@@ -14,7 +14,7 @@ signatures) are sent back as the API requires during tool use.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -59,12 +59,15 @@ from ._wire import (
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "CACHE_PLACES",
     "DEFAULT_MAX_TOKENS",
+    "MAX_CACHE_BREAKPOINTS",
     "MAX_OUTPUT_TOKENS",
     "MAX_PAUSE_RESUMES",
     "THINKING_BUDGETS",
     "AnthropicModel",
     "anthropic_model",
+    "cache_places",
     "output_limit_for",
 ]
 
@@ -185,6 +188,11 @@ def _encode_message(message: Any) -> _Encoded:
         return "user", dumps(result)
     if kind is UserMessage:
         return "user", dumps(_user_content(message.content))[1:-1]
+    return "assistant", dumps(_answer_blocks(message))[1:-1]
+
+
+def _answer_blocks(message: Any) -> list[dict[str, Any]]:
+    """An assistant message's content blocks as the API takes them back."""
     blocks: list[dict[str, Any]] = []
     for block in message.content:
         block_kind = type(block)
@@ -206,7 +214,17 @@ def _encode_message(message: Any) -> _Encoded:
             blocks.append(_image(block))
         elif block_kind is ProviderBlock and block.provider == "anthropic":
             blocks.append(loads(block.data))  # a server tool's call or result, as it came
-    return "assistant", dumps(blocks)[1:-1]
+    return blocks
+
+
+def _markable(message: Any, fragment: bytes) -> bool:
+    """Whether the last block of ``message`` (encoded as ``fragment``) may carry ``cache_control``:
+    it has one, and it is not a thinking block (the API refuses those)."""
+    if not fragment:
+        return False
+    if type(message) is not AssistantMessage:
+        return True
+    return _answer_blocks(message)[-1].get("type") not in ("thinking", "redacted_thinking")
 
 
 def _usage(data: dict[str, Any], where: str, usage: Usage | None = None) -> Usage:
@@ -265,7 +283,12 @@ def _required_text(data: dict[str, Any], key: str, where: str) -> str:
 
 
 class AnthropicModel(HttpModel):
-    """A Claude model over the Messages API. Options: see :class:`~condukt.providers.HttpModel`."""
+    """A Claude model over the Messages API. Options: see :class:`~condukt.providers.HttpModel`.
+
+    Its own: ``prompt_cache`` (``True``, ``False`` or a collection of places for the
+    ``cache_control`` breakpoints: :func:`cache_places`), ``server_tools``,
+    ``output_limit`` and ``max_pause_resumes``.
+    """
 
     path = "/v1/messages"
 
@@ -273,15 +296,14 @@ class AnthropicModel(HttpModel):
         self,
         model: str,
         *,
-        prompt_cache: bool = True,
+        prompt_cache: bool | Collection[str | int] = True,
         server_tools: Sequence[Mapping[str, Any]] = (),
         output_limit: int | None = None,
         max_pause_resumes: int = MAX_PAUSE_RESUMES,
         **options: Any,
     ) -> None:
         options.setdefault("provider", "anthropic")
-        if not isinstance(prompt_cache, bool):
-            raise TypeError(f"prompt_cache must be a bool, got {type(prompt_cache).__name__}")
+        places = cache_places(prompt_cache)
         if isinstance(server_tools, Mapping) or not all(isinstance(tool, Mapping) for tool in server_tools):
             raise TypeError("server_tools must be a list of tool definitions (dicts)")
         if output_limit is not None and (type(output_limit) is not int or output_limit < 1):
@@ -289,8 +311,14 @@ class AnthropicModel(HttpModel):
         if type(max_pause_resumes) is not int or max_pause_resumes < 0:
             raise ValueError(f"max_pause_resumes must be a non-negative int, got {max_pause_resumes!r}")
         super().__init__(model, **options)
-        #: Whether requests mark ``cache_control`` breakpoints (see :meth:`encode_request`).
-        self.prompt_cache = prompt_cache
+        #: Where requests place ``cache_control`` breakpoints (see :func:`cache_places`);
+        #: empty when caching is off.
+        self.prompt_cache: frozenset[str | int] = places
+        self._cache_system = "system" in places
+        self._cache_tools = "tools" in places
+        # Message positions to mark, "messages" as -1; () when none.
+        positions = tuple(sorted(place if isinstance(place, int) else -1 for place in places - {"system", "tools"}))
+        self._cache_messages: tuple[int, ...] = _LAST if positions == _LAST else positions
         #: Anthropic's own tools (web search, code execution...), sent after the agent's tools.
         self.server_tools = [dict(tool) for tool in server_tools]
         #: The most output tokens a request asks for: ``output_limit``, else the model family's.
@@ -337,7 +365,7 @@ class AnthropicModel(HttpModel):
         if self.stream:
             head["stream"] = True
         if request.system_prompt:
-            if self.prompt_cache:
+            if self._cache_system:
                 head["system"] = [{"type": "text", "text": request.system_prompt, "cache_control": _EPHEMERAL}]
             else:
                 head["system"] = request.system_prompt
@@ -347,7 +375,7 @@ class AnthropicModel(HttpModel):
                 for tool in request.tools
             ]
             tools.extend(self.server_tools)
-            if self.prompt_cache:
+            if self._cache_tools:
                 tools[-1] = {**tools[-1], "cache_control": _EPHEMERAL}
             head["tools"] = tools
         if budget is not None:
@@ -358,17 +386,30 @@ class AnthropicModel(HttpModel):
     def encode_request(self, request: ModelRequest) -> bytes:
         """The Messages API body: consecutive user-side messages (tool results, steers) merged into one.
 
-        With ``prompt_cache`` (the default), three ``cache_control``
+        With ``prompt_cache=True`` (the default), three ``cache_control``
         breakpoints are set: the system prompt, the last tool, and the last
         block of the conversation, so each turn reads the previous turn's
         prefix from the provider's cache (billed as cache reads, reported in
         ``Usage.cache_read_tokens``). Prompts shorter than the model's
-        minimum cacheable length are simply not cached.
+        minimum cacheable length are simply not cached. Other places: see
+        :func:`cache_places`.
         """
+        messages = request.messages
+        encoded = self._messages.encode_all(messages)
+        positions = self._cache_messages
+        if positions is _LAST:  # the default: the conversation's end (the last block that can hold it)
+            index = len(encoded) - 1
+            while index >= 0 and not _markable(messages[index], encoded[index][1]):
+                index -= 1
+            if index >= 0:
+                last_role, last = encoded[index]
+                encoded[index] = (last_role, last[:-1] + _CACHE_CONTROL)
+        elif positions:
+            _mark(messages, encoded, positions)
         parts: list[bytes] = []
         role: str | None = None
         blocks: list[bytes] = []
-        for message_role, fragment in self._messages.encode_all(request.messages):
+        for message_role, fragment in encoded:
             if not fragment:
                 continue
             if message_role != role:
@@ -377,9 +418,6 @@ class AnthropicModel(HttpModel):
                 role, blocks = message_role, []
             blocks.append(fragment)
         if blocks:
-            if self.prompt_cache:
-                # The conversation's breakpoint: the last block gets cache_control.
-                blocks[-1] = blocks[-1][:-1] + _CACHE_CONTROL
             parts.append(b'{"role":"%s","content":[%s]}' % (role.encode(), b",".join(blocks)))  # type: ignore[union-attr]
         return self.head(request) + b",".join(parts) + b"]}"
 
@@ -428,6 +466,83 @@ class AnthropicModel(HttpModel):
 #: A prompt-cache breakpoint (Anthropic's default five-minute cache).
 _EPHEMERAL = {"type": "ephemeral"}
 _CACHE_CONTROL = b',"cache_control":{"type":"ephemeral"}}'
+_LAST = (-1,)  # the default message breakpoint, compared by identity in encode_request
+#: The most ``cache_control`` breakpoints one request may carry (the API refuses more).
+MAX_CACHE_BREAKPOINTS = 4
+#: The places :func:`cache_places` knows by name.
+CACHE_PLACES = ("system", "tools", "messages")
+
+
+def cache_places(prompt_cache: Any) -> frozenset[str | int]:
+    """The ``prompt_cache`` option as the set of places a request marks with ``cache_control``.
+
+    ``True`` is ``{"system", "tools", "messages"}``, ``False`` (or an empty
+    collection) is none; otherwise a collection of places:
+
+    - ``"system"``: the system prompt;
+    - ``"tools"``: the last tool definition (the agent's tools, then
+      ``server_tools``), which caches them all;
+    - ``"messages"``: the end of the conversation, moving with it each turn
+      (the same as ``-1``);
+    - an ``int`` *i*: the end of message *i* of the conversation the model
+      is sent (the agent's history, ``agent.history()``, plus the new
+      prompt; negative counts from the end), e.g. ``0`` for a long document
+      in the first prompt. A message with nothing to mark (an assistant
+      message ending in thinking, an empty one) marks the nearest message
+      before it that has; an index past the conversation marks nothing; two
+      places on the same message mark it once.
+
+    Anthropic takes at most :data:`MAX_CACHE_BREAKPOINTS` (4) breakpoints per
+    request: more places are a ``ValueError``. A ``str`` or a non-collection
+    is a ``TypeError``, an unknown name a ``ValueError``.
+    """
+    if prompt_cache is True:
+        return frozenset(CACHE_PLACES)
+    if prompt_cache is False:
+        return frozenset()
+    if isinstance(prompt_cache, (str, bytes)) or not isinstance(prompt_cache, Collection):
+        raise TypeError(
+            "prompt_cache takes True, False or a collection of places such as {'system', 'tools', 'messages'}, "
+            f"got {prompt_cache!r}"
+        )
+    places: set[str | int] = set()
+    for place in prompt_cache:
+        if type(place) is int:
+            places.add("messages" if place == -1 else place)
+        elif isinstance(place, str):
+            if place not in CACHE_PLACES:
+                raise ValueError(f"prompt_cache: unknown place {place!r} (expected one of {CACHE_PLACES} or an int)")
+            places.add(place)
+        else:
+            raise TypeError(f"prompt_cache: a place is a name {CACHE_PLACES} or a message index, got {place!r}")
+    if len(places) > MAX_CACHE_BREAKPOINTS:
+        raise ValueError(
+            f"prompt_cache: {len(places)} places, but a request takes at most {MAX_CACHE_BREAKPOINTS} "
+            f"cache breakpoints: {sorted(places, key=str)}"
+        )
+    return frozenset(places)
+
+
+def _mark(messages: Sequence[Any], encoded: list[_Encoded], positions: tuple[int, ...]) -> None:
+    """Put ``cache_control`` on the last block of the messages at ``positions`` (in place).
+
+    A message that cannot hold it passes it to the nearest one before it that can; a
+    position outside the conversation marks nothing; a message is marked once.
+    """
+    size = len(encoded)
+    marked: list[int] = []
+    for position in positions:
+        index = position + size if position < 0 else position
+        if not 0 <= index < size:
+            continue
+        while index >= 0 and index not in marked and not _markable(messages[index], encoded[index][1]):
+            index -= 1
+        if index < 0 or index in marked:
+            continue
+        role, fragment = encoded[index]
+        encoded[index] = (role, fragment[:-1] + _CACHE_CONTROL)
+        marked.append(index)
+
 
 class _Block:
     __slots__ = ("citations", "data", "id", "initial", "kind", "name", "parts", "raw", "signature")

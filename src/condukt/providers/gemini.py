@@ -236,10 +236,7 @@ class _Parts:
         inline = part.get("inlineData")
         if inline is not None:
             self._close()
-            data = obj(inline, f"{where}.inlineData")
-            self.blocks.append(
-                ImageBlock(text(data, "mimeType", f"{where}.inlineData"), text(data, "data", f"{where}.inlineData"))
-            )
+            self.blocks.append(_image(inline, f"{where}.inlineData"))
             return None
         piece = part.get("text")
         if piece is None:
@@ -257,6 +254,20 @@ class _Parts:
     def finish(self) -> tuple[ContentBlock, ...]:
         self._close()
         return tuple(self.blocks)
+
+
+def _image(value: Any, where: str) -> ImageBlock:
+    """An ``inlineData`` part the model produced: a media type and base64 data, both non-empty strings.
+
+    A part missing either (``{}``, ``{"mimeType": ""}``) is a :class:`WireError`, not an
+    image with empty fields that the next request would send back for the server to refuse.
+    """
+    inline = obj(value, where)
+    media_type = text(inline, "mimeType", where)
+    data = text(inline, "data", where)
+    if not media_type or not data:
+        raise WireError(f"{where}.{'data' if media_type else 'mimeType'}: missing")
+    return ImageBlock(media_type, data)
 
 
 def _candidate(body: dict[str, Any], where: str) -> dict[str, Any] | None:
