@@ -327,6 +327,8 @@ async def test_the_preset_is_named_in_the_error(node: condukt.Node, server: Prot
         ([DocumentBlock("", PDF_B64)], ValueError, "needs a media type"),
         ([DocumentBlock("application/pdf", PDF)], TypeError, "data is base64 text, got bytes"),  # type: ignore[arg-type]
         ([DocumentBlock("application/pdf", PDF_B64, 7)], TypeError, "title is a str or None, got int"),  # type: ignore[arg-type]
+        ([DocumentBlock("application/pdf", "%PDF-1.4 not encoded")], ValueError, "data is not base64"),
+        ([DocumentBlock("text/plain", base64.encodebytes(NOTES.encode() * 9).decode())], ValueError, "not base64"),
     ],
 )
 async def test_bad_documents_raise_in_the_caller(
@@ -341,6 +343,31 @@ async def test_bad_documents_raise_in_the_caller(
     assert server.requests == []
     server.add(reply("ok"))
     assert await agent.run("hi") == "ok"
+
+
+class Garbled(condukt.Tool):
+    """Returns a document whose data is not base64 (a tool's bug)."""
+
+    name = "garbled"
+    description = "Fetches a broken export."
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        return DocumentBlock("application/pdf", "%PDF-1.4 raw bytes, not base64", "export.pdf")
+
+
+@protocols
+async def test_a_document_a_tool_returns_that_is_not_base64_becomes_a_note(
+    node: condukt.Node, server: ProtocolServer, protocol: str
+) -> None:
+    """Sent as it is, every later request of the conversation would be a 400: the model reads a note instead."""
+    server.add(reply(tools=tool_use("garbled", {}, id="g1")), reply("The export is broken."), reply("Sure."))
+    agent = await spawn(node, server, protocol, tools=[Garbled])
+    assert await agent.run("Read the export") == "The export is broken."
+    note = "[the document 'export.pdf' (application/pdf) is not base64 data; it was not sent]"
+    assert server.requests[1].documents == [] and note in server.requests[1].raw.decode()
+    assert await agent.run("Never mind.") == "Sure."
+    assert note in server.requests[2].raw.decode()
 
 
 async def test_a_missing_file_raises_in_the_caller(node: condukt.Node, server: ProtocolServer, tmp_path: Path) -> None:
