@@ -370,6 +370,18 @@ async def test_a_document_a_tool_returns_that_is_not_base64_becomes_a_note(
     assert note in server.requests[2].raw.decode()
 
 
+async def test_a_title_longer_than_anthropics_limit_is_cut(node: condukt.Node, server: ProtocolServer) -> None:
+    """The API takes titles of 1 to 500 characters: a longer one (a tool's) would fail every later request."""
+    server.add(reply("Read."))
+    agent = await spawn(node, server, "anthropic")
+    title = "quarterly report " * 40 + ".pdf"
+    assert await agent.run("Summarise", documents=[DocumentBlock("application/pdf", PDF_B64, title)]) == "Read."
+    [document] = server.requests[0].documents
+    assert document["title"] == title[:500]
+    prompt, _ = await agent.history()
+    assert prompt.content[1] == DocumentBlock("application/pdf", PDF_B64, title)  # the history keeps it whole
+
+
 async def test_a_missing_file_raises_in_the_caller(node: condukt.Node, server: ProtocolServer, tmp_path: Path) -> None:
     agent = await spawn(node, server, "anthropic")
     with pytest.raises(FileNotFoundError):
