@@ -370,6 +370,19 @@ async def test_a_document_a_tool_returns_that_is_not_base64_becomes_a_note(
     assert note in server.requests[2].raw.decode()
 
 
+@pytest.mark.parametrize("media_type", ["text/markdown", "text/x-rst", "text/plain; charset=utf-8"])
+async def test_gemini_gets_every_text_document_as_plain_text(
+    node: condukt.Node, server: ProtocolServer, media_type: str
+) -> None:
+    """Gemini answers 400 to a text type it does not list, and reads all of them as plain text anyway."""
+    server.add(reply("Friday."))
+    agent = await spawn(node, server, "gemini")
+    notes = DocumentBlock.from_text(NOTES, media_type, "notes")
+    assert await agent.run("When do we ship?", documents=[notes]) == "Friday."
+    assert server.requests[0].documents == [{"inlineData": {"mimeType": "text/plain", "data": NOTES_B64}}]
+    assert (await agent.history())[0].content[1] == notes  # the history keeps its media type
+
+
 async def test_a_title_longer_than_anthropics_limit_is_cut(node: condukt.Node, server: ProtocolServer) -> None:
     """The API takes titles of 1 to 500 characters: a longer one (a tool's) would fail every later request."""
     server.add(reply("Read."))
