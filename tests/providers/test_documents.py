@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -393,6 +394,24 @@ async def test_a_title_longer_than_anthropics_limit_is_cut(node: condukt.Node, s
     assert document["title"] == title[:500]
     prompt, _ = await agent.history()
     assert prompt.content[1] == DocumentBlock("application/pdf", PDF_B64, title)  # the history keeps it whole
+
+
+async def test_a_file_name_that_is_not_utf8_gives_a_title_providers_take(
+    node: condukt.Node, server: ProtocolServer, tmp_path: Path
+) -> None:
+    """Such a name (from ``Path.iterdir``) holds a lone surrogate, which JSON can only send as an escape
+    that Anthropic refuses ("no low surrogate in string"): every request of the conversation would fail."""
+    name = os.fsdecode(b"r\xe9sum\xe9.pdf")  # Latin-1 bytes on disk
+    (tmp_path / name).write_bytes(PDF)
+    server.add(reply("Read."), reply("Still here."))
+    agent = await spawn(node, server, "anthropic", stream=False)
+    assert await agent.run("Summarise", documents=[tmp_path / name]) == "Read."
+    assert await agent.run("And?") == "Still here."
+    for request in server.requests:
+        assert b"\\ud" not in request.raw  # no surrogate escape on the wire
+        assert request.documents[0]["title"] == "r\ufffdsum\ufffd.pdf"
+    built = DocumentBlock("application/pdf", PDF_B64, "x\udce9\ud800.pdf").title  # any lone surrogate
+    assert built is not None and built.encode("utf-8").endswith(".pdf".encode()) and "\ufffd" in built
 
 
 async def test_a_missing_file_raises_in_the_caller(node: condukt.Node, server: ProtocolServer, tmp_path: Path) -> None:
