@@ -90,13 +90,32 @@ DOCUMENT_TYPES: Mapping[str, str] = {
 }
 
 
+def _unicode(title: Any) -> Any:
+    """``title`` with lone surrogates (a file name that is not UTF-8, from ``os.listdir``) as U+FFFD.
+
+    JSON can carry one only as an escape that providers refuse ("no low
+    surrogate in string"), a 400 for every request of the conversation.
+    """
+    if type(title) is str and not title.isascii():
+        try:
+            title.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                raw = title.encode("utf-8", "surrogateescape")  # the file name's own bytes
+            except UnicodeEncodeError:
+                raw = title.encode("utf-8", "surrogatepass")
+            return raw.decode("utf-8", "replace")
+    return title
+
+
 @attrs.frozen
 class DocumentBlock:
     """A document (a PDF, or a text file), base64-encoded, sent to the model as a file.
 
     ``media_type`` is e.g. ``"application/pdf"`` or ``"text/plain"``;
     ``title`` names it to the model (Anthropic's document ``title``, the
-    OpenAI ``filename``), ``None`` for a generic name. PDF and ``text/*``
+    OpenAI ``filename``), ``None`` for a generic name; lone surrogates in it
+    (a file name that is not UTF-8) become U+FFFD. PDF and ``text/*``
     documents go on every protocol, other types only on the OpenAI
     Responses API: a prompt's is checked before any request
     (:class:`~condukt.providers.UnsupportedContent`), and one a tool
@@ -105,7 +124,7 @@ class DocumentBlock:
 
     media_type: str
     data: str
-    title: str | None = None
+    title: str | None = attrs.field(default=None, converter=_unicode)
 
     @classmethod
     def from_bytes(cls, data: bytes, media_type: str, title: str | None = None) -> DocumentBlock:
@@ -146,6 +165,18 @@ class DocumentBlock:
     def is_text(self) -> bool:
         """Whether the media type is a ``text/*`` one (its bytes are UTF-8 text)."""
         return self.media_type.startswith("text/")
+
+    @property
+    def is_base64(self) -> bool:
+        """Whether ``data`` is standard base64 without line breaks, the only form providers take.
+
+        Decodes the whole document: about a millisecond a megabyte.
+        """
+        try:
+            base64.b64decode(self.data, validate=True)
+        except ValueError:  # binascii.Error
+            return False
+        return True
 
 
 @attrs.frozen

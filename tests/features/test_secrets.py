@@ -237,6 +237,43 @@ async def test_a_secret_in_a_text_document_is_redacted_and_a_pdf_is_left_as_is()
     assert history[2] == result
 
 
+async def test_a_secret_in_a_documents_title_is_redacted_whatever_its_type() -> None:
+    """A title reaches the model (Anthropic's ``title``, OpenAI's ``filename``), the history and the store."""
+
+    @condukt.tool
+    async def export(context: condukt.ToolContext) -> DocumentBlock:
+        """Exports the configuration."""
+        return DocumentBlock.from_bytes(b"%PDF-1.4", "application/pdf", f"dump-{context.secrets['SVC_TOKEN']}.pdf")
+
+    model = ScriptedModel([call("export"), reply("ok")])
+    pasted = DocumentBlock.from_text("nothing secret", "text/plain", f"notes for {SECRET}.txt")
+    pdf = DocumentBlock.from_bytes(b"%PDF-1.4", "application/pdf", f"{SECRET}.pdf")
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, tools=[export], secrets={"SVC_TOKEN": SECRET})
+        await agent.run("go", documents=[pasted, pdf])
+        history = await agent.history()
+    assert SECRET not in repr(model.requests) and SECRET not in repr(history)
+    [_, text, binary] = history[0].content
+    assert isinstance(text, DocumentBlock) and text.title == "notes for [REDACTED:SVC_TOKEN].txt"
+    assert text.to_bytes() == b"nothing secret"
+    assert isinstance(binary, DocumentBlock) and binary.title == "[REDACTED:SVC_TOKEN].pdf"
+    assert binary.to_bytes() == b"%PDF-1.4"  # the bytes of a PDF are still sent as they are
+    [result] = history[2].content
+    assert isinstance(result, DocumentBlock) and result.title == "dump-[REDACTED:SVC_TOKEN].pdf"
+
+
+async def test_a_secret_in_a_text_document_that_is_not_utf8_is_redacted() -> None:
+    """A Latin-1 text file is still text: the secret is replaced, every other byte kept."""
+    model = ScriptedModel([reply("ok")])
+    latin1 = DocumentBlock.from_bytes(f"caf\xe9 token={SECRET}\n".encode("latin-1"), "text/plain", "cafe.txt")
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, secrets={"SVC_TOKEN": SECRET})
+        await agent.run("go", documents=[latin1])
+    [_, sent] = model.requests[0].messages[0].content
+    assert isinstance(sent, DocumentBlock)
+    assert sent.to_bytes() == b"caf\xe9 token=[REDACTED:SVC_TOKEN]\n"
+
+
 async def test_values_shorter_than_four_bytes_are_not_redacted() -> None:
     # "éé" is two characters but four UTF-8 bytes: long enough.
     model = ScriptedModel([call("echo", {"text": "pin 123, word éé, abc"}), reply("ok")])

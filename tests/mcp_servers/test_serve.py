@@ -225,3 +225,34 @@ async def test_a_pdf_a_served_tool_returns_reaches_the_client_agent_as_a_documen
     result = model.requests[-1].messages[-1]
     assert isinstance(result, ToolResultMessage)
     assert result.content == (pdf,)  # media type, bytes and title (the name in the resource's URI) survive
+
+
+async def test_a_text_document_a_served_tool_returns_reaches_the_client_as_its_text() -> None:
+    """A text document goes as an embedded text resource: its text, not a line saying a blob was there."""
+    from condukt.testing import ScriptedModel, call, reply
+
+    @condukt.tool
+    async def fetch_notes() -> DocumentBlock:
+        """Fetches the meeting notes."""
+        return DocumentBlock.from_text("Ship on Friday.", "text/markdown", "notes.md")
+
+    model = ScriptedModel([call("fetch_notes", {}), reply("Friday")])
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(
+            lambda task_status: condukt.mcp.serve([fetch_notes], transport="http", port=0, task_status=task_status)
+        )
+        async with condukt.open_node() as node:
+            agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.mcp.http(url)])
+            with trio.fail_after(30):
+                assert await agent.run("When?") == "Friday"
+            async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("fetch_notes", {})
+        nursery.cancel_scope.cancel()
+    [content] = result.content
+    assert content.type == "resource"
+    resource = content.resource
+    assert resource.text == "Ship on Friday." and resource.mime_type == "text/markdown"  # type: ignore[union-attr]
+    assert str(resource.uri) == "file:///notes.md"
+    sent = model.requests[-1].messages[-1]
+    assert isinstance(sent, ToolResultMessage) and "Ship on Friday." in sent.text

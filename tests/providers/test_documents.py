@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -327,6 +328,8 @@ async def test_the_preset_is_named_in_the_error(node: condukt.Node, server: Prot
         ([DocumentBlock("", PDF_B64)], ValueError, "needs a media type"),
         ([DocumentBlock("application/pdf", PDF)], TypeError, "data is base64 text, got bytes"),  # type: ignore[arg-type]
         ([DocumentBlock("application/pdf", PDF_B64, 7)], TypeError, "title is a str or None, got int"),  # type: ignore[arg-type]
+        ([DocumentBlock("application/pdf", "%PDF-1.4 not encoded")], ValueError, "data is not base64"),
+        ([DocumentBlock("text/plain", base64.encodebytes(NOTES.encode() * 9).decode())], ValueError, "not base64"),
     ],
 )
 async def test_bad_documents_raise_in_the_caller(
@@ -341,6 +344,74 @@ async def test_bad_documents_raise_in_the_caller(
     assert server.requests == []
     server.add(reply("ok"))
     assert await agent.run("hi") == "ok"
+
+
+class Garbled(condukt.Tool):
+    """Returns a document whose data is not base64 (a tool's bug)."""
+
+    name = "garbled"
+    description = "Fetches a broken export."
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+
+    async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
+        return DocumentBlock("application/pdf", "%PDF-1.4 raw bytes, not base64", "export.pdf")
+
+
+@protocols
+async def test_a_document_a_tool_returns_that_is_not_base64_becomes_a_note(
+    node: condukt.Node, server: ProtocolServer, protocol: str
+) -> None:
+    """Sent as it is, every later request of the conversation would be a 400: the model reads a note instead."""
+    server.add(reply(tools=tool_use("garbled", {}, id="g1")), reply("The export is broken."), reply("Sure."))
+    agent = await spawn(node, server, protocol, tools=[Garbled])
+    assert await agent.run("Read the export") == "The export is broken."
+    note = "[the document 'export.pdf' (application/pdf) is not base64 data; it was not sent]"
+    assert server.requests[1].documents == [] and note in server.requests[1].raw.decode()
+    assert await agent.run("Never mind.") == "Sure."
+    assert note in server.requests[2].raw.decode()
+
+
+@pytest.mark.parametrize("media_type", ["text/markdown", "text/x-rst", "text/plain; charset=utf-8"])
+async def test_gemini_gets_every_text_document_as_plain_text(
+    node: condukt.Node, server: ProtocolServer, media_type: str
+) -> None:
+    """Gemini answers 400 to a text type it does not list, and reads all of them as plain text anyway."""
+    server.add(reply("Friday."))
+    agent = await spawn(node, server, "gemini")
+    notes = DocumentBlock.from_text(NOTES, media_type, "notes")
+    assert await agent.run("When do we ship?", documents=[notes]) == "Friday."
+    assert server.requests[0].documents == [{"inlineData": {"mimeType": "text/plain", "data": NOTES_B64}}]
+    assert (await agent.history())[0].content[1] == notes  # the history keeps its media type
+
+
+async def test_a_title_longer_than_anthropics_limit_is_cut(node: condukt.Node, server: ProtocolServer) -> None:
+    """The API takes titles of 1 to 500 characters: a longer one (a tool's) would fail every later request."""
+    server.add(reply("Read."))
+    agent = await spawn(node, server, "anthropic")
+    title = "quarterly report " * 40 + ".pdf"
+    assert await agent.run("Summarise", documents=[DocumentBlock("application/pdf", PDF_B64, title)]) == "Read."
+    [document] = server.requests[0].documents
+    assert document["title"] == title[:500]
+    prompt, _ = await agent.history()
+    assert prompt.content[1] == DocumentBlock("application/pdf", PDF_B64, title)  # the history keeps it whole
+
+
+async def test_a_file_name_that_is_not_utf8_gives_a_title_providers_take(
+    node: condukt.Node, server: ProtocolServer, tmp_path: Path
+) -> None:
+    """Such a name (from ``Path.iterdir``) holds a lone surrogate, which JSON can only send as an escape
+    that Anthropic refuses ("no low surrogate in string"): every request of the conversation would fail."""
+    name = os.fsdecode(b"r\xe9sum\xe9.pdf")  # Latin-1 bytes on disk
+    (tmp_path / name).write_bytes(PDF)
+    server.add(reply("Read."), reply("Still here."))
+    agent = await spawn(node, server, "anthropic", stream=False)
+    assert await agent.run("Summarise", documents=[tmp_path / name]) == "Read."
+    assert await agent.run("And?") == "Still here."
+    for request in server.requests:
+        assert b"\\ud" not in request.raw  # no surrogate escape on the wire
+        assert request.documents[0]["title"] == "r\ufffdsum\ufffd.pdf"
+    built = DocumentBlock("application/pdf", PDF_B64, "x\udce9\ud800.pdf").title  # any lone surrogate
+    assert built is not None and built.encode("utf-8").endswith(".pdf".encode()) and "\ufffd" in built
 
 
 async def test_a_missing_file_raises_in_the_caller(node: condukt.Node, server: ProtocolServer, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 import condukt
 from condukt.messages import DocumentBlock, ImageBlock, ToolResultMessage
 from condukt.testing import call
-from condukt.tools import Read
+from condukt.tools import Read, read
 
 from .helpers import invoke, through_agent
 
@@ -124,6 +124,16 @@ async def test_a_pdf_over_the_limit_is_refused(tmp_path: Path, monkeypatch: pyte
     (tmp_path / "big.pdf").write_bytes(PDF)
     with pytest.raises(condukt.ToolError, match=f"big.pdf is {len(PDF)} bytes; PDFs over {len(PDF) - 1} bytes"):
         await invoke(Read(), {"path": "big.pdf"}, tmp_path)
+
+
+async def test_the_largest_pdf_read_fits_in_anthropics_request_limit(tmp_path: Path) -> None:
+    """Anthropic takes requests up to 32 MB, base64 makes a PDF 4/3 larger: a PDF the tool returns must fit,
+    with room for the rest of the conversation, or the run fails on a 413 instead of the model hearing why."""
+    with (tmp_path / "max.pdf").open("wb") as file:
+        file.write(PDF)
+        file.truncate(read.MAX_DOCUMENT_BYTES)
+    block = await invoke(Read(), {"path": "max.pdf"}, tmp_path)
+    assert isinstance(block, DocumentBlock) and len(block.data) <= 32_000_000 - 4_000_000
 
 
 async def test_missing_file(tmp_path: Path) -> None:

@@ -77,6 +77,11 @@ def _load_documents(
                 raise ValueError(f"a DocumentBlock needs a media type, got {document.media_type!r}")
             if not isinstance(document.data, str):
                 raise TypeError(f"a DocumentBlock's data is base64 text, got {type(document.data).__name__}")
+            if not document.is_base64:
+                raise ValueError(
+                    "a DocumentBlock's data is not base64 (standard alphabet, no line breaks):"
+                    " build it with DocumentBlock.from_bytes or from_text"
+                )
             if document.title is not None and not isinstance(document.title, str):
                 raise TypeError(f"a DocumentBlock's title is a str or None, got {type(document.title).__name__}")
             blocks.append(document)

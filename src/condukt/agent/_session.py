@@ -9,6 +9,7 @@ receive the session in their hooks.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import logging
@@ -425,7 +426,7 @@ class Session:
             await trio.lowlevel.checkpoint()  # a callback aborted its own run: stop here
 
     def scrub_blocks(self, blocks: tuple[_Block, ...]) -> tuple[_Block, ...]:
-        """``blocks`` with their text scrubbed, text documents included (images and PDFs as they are)."""
+        """``blocks`` with their text, text documents and document titles scrubbed (images, PDF bytes as they are)."""
         if not self.scrubs:
             return blocks
         scrub = self.scrub
@@ -500,12 +501,27 @@ _Block = TextBlock | ImageBlock | DocumentBlock
 
 
 def _scrub_document(block: DocumentBlock, scrub: Callable[[str], str]) -> DocumentBlock:
-    """A text document with its text scrubbed; a binary one (a PDF) as it is."""
-    if not block.is_text:
+    """A document with its title scrubbed, and its text if it is a text one (a PDF's bytes as they are).
+
+    The title reaches the model (a ``title``, a ``filename``), the history
+    and the store like any text. A text document that is not UTF-8 (Latin-1,
+    say) is scrubbed too: its other bytes go through the scrubber as
+    surrogate escapes and come back unchanged.
+    """
+    title = block.title
+    if title:
+        title = scrub(title)
+    data = block.data
+    if block.is_text:
+        try:
+            raw = block.to_bytes()
+        except ValueError:  # not base64: nothing a scrubber could read (the protocols refuse it)
+            raw = None
+        if raw is not None:
+            text = raw.decode("utf-8", "surrogateescape")
+            scrubbed = scrub(text)
+            if scrubbed != text:
+                data = base64.b64encode(scrubbed.encode("utf-8", "surrogateescape")).decode("ascii")
+    if title == block.title and data is block.data:
         return block
-    try:
-        text = block.to_text()
-    except ValueError:  # not UTF-8 (or not base64): nothing a scrubber could read
-        return block
-    scrubbed = scrub(text)
-    return block if scrubbed == text else DocumentBlock.from_text(scrubbed, block.media_type, block.title)
+    return DocumentBlock(block.media_type, data, title)

@@ -147,13 +147,29 @@ def _content(blocks: Iterable[TextBlock | ImageBlock | DocumentBlock]) -> list[t
         if isinstance(block, TextBlock):
             content.append(types.TextContent(type="text", text=block.text))
         elif isinstance(block, DocumentBlock):
-            # MCP has no document content: an embedded resource carries it, named by its title.
+            # MCP has no document content: an embedded resource carries it, named by its title;
+            # a text document as a text resource, which clients read (a blob of text they only list).
             uri = "file:///" + urllib.parse.quote(block.title or "document")
-            resource = types.BlobResourceContents(uri=uri, mime_type=block.media_type, blob=block.data)
+            text = _text_of(block)
+            resource: types.TextResourceContents | types.BlobResourceContents
+            if text is not None:
+                resource = types.TextResourceContents(uri=uri, mime_type=block.media_type, text=text)
+            else:
+                resource = types.BlobResourceContents(uri=uri, mime_type=block.media_type, blob=block.data)
             content.append(types.EmbeddedResource(type="resource", resource=resource))
         else:
             content.append(types.ImageContent(type="image", data=block.data, mime_type=block.media_type))
     return content
+
+
+def _text_of(block: DocumentBlock) -> str | None:
+    """The text of a UTF-8 ``text/*`` document; ``None`` for another one."""
+    if not block.is_text:
+        return None
+    try:
+        return block.to_text()
+    except ValueError:  # not UTF-8 (or not base64): sent as the blob it is
+        return None
 
 
 def _error(message: str) -> types.CallToolResult:

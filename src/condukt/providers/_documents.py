@@ -21,17 +21,22 @@ PDF = "application/pdf"
 _SUFFIXES = {media_type: suffix for suffix, media_type in reversed(list(DOCUMENT_TYPES.items()))}
 
 
-def problem(block: DocumentBlock, *, needs_text: bool) -> str | None:
+def problem(block: DocumentBlock, *, needs_text: bool, any_type: bool = False) -> str | None:
     """Why a protocol that takes PDF and ``text/*`` documents cannot send ``block``; ``None`` when it can.
 
     ``needs_text``: the protocol sends a text document's text, which must
-    then be base64-encoded UTF-8.
+    then be base64-encoded UTF-8. ``any_type``: the protocol takes documents
+    of every media type. Data that is not base64 is refused on every
+    protocol: the provider would answer a 400 to every later request of the
+    conversation.
     """
-    if block.media_type != PDF and not block.is_text:
+    if not any_type and block.media_type != PDF and not block.is_text:
         return (
             f"{_describe(block)} has media type {block.media_type!r}: this protocol takes PDF"
             " (application/pdf) and text (text/*) documents"
         )
+    if not block.is_base64:
+        return f"{_describe(block)} ({block.media_type}) is not base64 data"
     if needs_text and block.is_text and text_of(block) is None:
         return f"{_describe(block)} ({block.media_type}) is not base64-encoded UTF-8 text"
     return None

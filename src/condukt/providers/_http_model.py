@@ -592,7 +592,10 @@ class HttpModel(abc.ABC):
         if not messages or not _has_prompt(messages[-1]):
             raise EmptyPrompt(self.provider, "the prompt is empty: nothing to send to the model")
         last = messages[-1]
-        if type(last) is UserMessage:  # a new prompt (or steers): its documents are checked, not noted
+        # A new prompt (or steers): its documents are checked, not noted. A prompt of one text
+        # block (most of them) has none: no call on the path of every request. (_has_prompt
+        # saw a block in it.)
+        if type(last) is UserMessage and (len(last.content) > 1 or type(last.content[0]) is not TextBlock):
             self._check_documents(last)
         body = self.encode_request(request)
         estimate = len(body) // 4

@@ -143,6 +143,10 @@ def _image(block: ImageBlock) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": block.media_type, "data": block.data}}
 
 
+#: The longest document ``title`` the API takes; a longer one is cut (it only names the document).
+_MAX_TITLE = 500
+
+
 def _document(block: DocumentBlock) -> dict[str, Any]:
     """A ``document`` block: a PDF as a base64 source, a text document as a plain-text source.
 
@@ -159,7 +163,7 @@ def _document(block: DocumentBlock) -> dict[str, Any]:
         source = {"type": "text", "media_type": "text/plain", "data": text_of(block)}
     document: dict[str, Any] = {"type": "document", "source": source}
     if block.title:
-        document["title"] = block.title
+        document["title"] = block.title[:_MAX_TITLE]
     return document
 
 

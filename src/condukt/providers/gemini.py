@@ -15,8 +15,8 @@ The wire format, from the public API reference:
   an error result) in one ``user`` turn, in call order; images and
   documents a tool returned follow them as ``inlineData`` parts of that turn.
 - Images and documents are ``inlineData`` parts (``mimeType``, base64
-  ``data``); documents must be PDF or ``text/*`` (Gemini reads other text
-  formats as plain text), else :class:`~condukt.providers.UnsupportedContent`
+  ``data``); documents must be PDF or ``text/*`` (sent as ``text/plain``:
+  Gemini reads every text format as plain text), else :class:`~condukt.providers.UnsupportedContent`
   for a new prompt's, a text note saying so for one in the history.
   The API has no field for a document's title: it is not sent.
 - Tools are ``functionDeclarations`` whose ``parametersJsonSchema`` carries
@@ -112,6 +112,10 @@ def _inline(block: ImageBlock | DocumentBlock) -> dict[str, Any]:
         reason = problem(block, needs_text=False)
         if reason is not None:  # only in the history: a new prompt's raised UnsupportedContent
             return {"text": note(reason)}
+        if block.is_text:
+            # Gemini reads every text document as plain text, and answers 400 to a text type it
+            # does not list (text/x-rst, one with a charset parameter...): text/plain always goes.
+            return {"inlineData": {"mimeType": "text/plain", "data": block.data}}
     return {"inlineData": {"mimeType": block.media_type, "data": block.data}}
 
 

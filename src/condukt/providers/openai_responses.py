@@ -60,7 +60,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._documents import attachment_words, data_url, filename
+from ._documents import attachment_words, data_url, filename, note, problem
 from ._errors import StreamError
 from ._http import DEFAULT_BASE_URLS
 from ._http_model import HttpModel, StreamAssembler, resolve_api_key
@@ -87,6 +87,9 @@ def _image(block: ImageBlock) -> dict[str, Any]:
 
 
 def _file(block: DocumentBlock) -> dict[str, Any]:
+    reason = problem(block, needs_text=False, any_type=True)
+    if reason is not None:  # only in the history: a new prompt's raised UnsupportedContent
+        return {"type": "input_text", "text": note(reason)}
     return {"type": "input_file", "filename": filename(block), "file_data": data_url(block)}
 
 
@@ -230,6 +233,10 @@ class OpenAIResponsesModel(HttpModel):
         #: Sent as ``prompt_cache_key``: requests sharing it are routed to share OpenAI's prompt cache.
         self.prompt_cache_key = checked_prompt_cache_key(prompt_cache_key)
         self._messages: WireCache[_Encoded] = WireCache(_encode_message)
+
+    def document_problem(self, block: DocumentBlock) -> str | None:
+        """Documents of every media type, as long as their data is base64."""
+        return problem(block, needs_text=False, any_type=True)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``Authorization: Bearer``."""
