@@ -14,7 +14,9 @@ Two figures per mode, each the best of 5 rounds:
 * an agent run (2 model turns + 1 tool call, in-process model, history
   cleared between rounds), as ``agent_loop.py`` measures it: wall time and
   process CPU time (all threads and no child processes) per run;
-* the bare ``tool.call(args, context)``: wall time per call.
+* the bare ``tool.call(args, context)``: wall time per call; for the thread,
+  also against ``trio.to_thread.run_sync`` of a no-op in the same rounds
+  (what a thread hop costs on trio at the least).
 
 Ratios are to the async tool's figure from the same round of the same run.
 
@@ -113,6 +115,19 @@ async def bare_calls(tool: condukt.Tool, n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
+def _noop() -> str:
+    return "ok"
+
+
+async def to_thread_calls(n: int) -> float:
+    """The same hop through trio's own ``trio.to_thread.run_sync``: what a thread costs at the least, on trio."""
+    gc.collect()
+    start = time.perf_counter()
+    for _ in range(n):
+        await trio.to_thread.run_sync(_noop, abandon_on_cancel=True)
+    return (time.perf_counter() - start) / n
+
+
 async def main() -> None:
     tools: dict[str, condukt.Tool] = {"async": async_noop, "none": inline_noop, "thread": thread_noop}
     process = process_tool()
@@ -120,6 +135,7 @@ async def main() -> None:
         tools["process"] = process
     best_run: dict[str, tuple[float, float]] = {m: (float("inf"), float("inf")) for m in tools}
     best_bare: dict[str, float] = {m: float("inf") for m in tools}
+    best_to_thread = float("inf")
     async with condukt.open_node() as node:
         agents = {
             mode: await node.spawn(condukt.Agent, model=OneCall(), tools=[tool], load_project_instructions=False)
@@ -133,6 +149,7 @@ async def main() -> None:
                 wall, used = await runs(agent, COUNTS[mode])
                 best_run[mode] = (min(best_run[mode][0], wall), min(best_run[mode][1], used))
                 best_bare[mode] = min(best_bare[mode], await bare_calls(tools[mode], COUNTS[mode]))
+            best_to_thread = min(best_to_thread, await to_thread_calls(COUNTS["thread"]))
 
     names = {
         "async": "async def (inline)",
@@ -145,6 +162,7 @@ async def main() -> None:
         rows.append((f"{names[mode]}: agent run, wall per run", best_run[mode][0] * 1e6, "µs"))
         rows.append((f"{names[mode]}: agent run, CPU per run", best_run[mode][1] * 1e6, "µs"))
         rows.append((f"{names[mode]}: bare tool.call, wall per call", best_bare[mode] * 1e6, "µs"))
+    rows.append(("trio.to_thread.run_sync of a no-op (baseline hop), wall per call", best_to_thread * 1e6, "µs"))
     report(rows)
     print()
     base_wall, base_cpu = best_run["async"]
@@ -160,6 +178,10 @@ async def main() -> None:
     print(
         f'\nisolate="thread" agent run vs async tool: {wall / base_wall:.2f}× wall, {used / base_cpu:.2f}× CPU'
         " (target <= 1.5x)"
+    )
+    print(
+        f'isolate="thread" bare call vs trio.to_thread.run_sync: {best_bare["thread"] / best_to_thread:.2f}×'
+        " (the hop itself, against trio's own)"
     )
 
 
