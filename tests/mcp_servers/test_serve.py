@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import mcp_types as types
@@ -97,6 +100,17 @@ async def _exercise(session: ClientSession) -> None:
     assert "invalid arguments" in bad.content[0].text  # type: ignore[union-attr]
 
 
+@asynccontextmanager
+async def served_over_http(items: Any) -> AsyncIterator[str]:
+    """``condukt.mcp.serve(items)`` over streamable HTTP on 127.0.0.1 for the block; yields its URL."""
+    async with trio.open_nursery() as nursery:
+        url: str = await nursery.start(
+            lambda task_status: condukt.mcp.serve(items, transport="http", port=0, task_status=task_status)
+        )
+        yield url
+        nursery.cancel_scope.cancel()
+
+
 async def test_serve_over_stdio_answers_the_sdk_client(tmp_path: Path) -> None:
     _load(tmp_path)  # the program is valid here too
     main = tmp_path / "serve.py"
@@ -112,17 +126,13 @@ async def test_serve_over_stdio_answers_the_sdk_client(tmp_path: Path) -> None:
 
 async def test_serve_over_http_answers_the_sdk_client(tmp_path: Path) -> None:
     items = _load(tmp_path)["ITEMS"]
-    async with trio.open_nursery() as nursery:
-        url = await nursery.start(
-            lambda task_status: condukt.mcp.serve(items, transport="http", port=0, task_status=task_status)
-        )
+    async with served_over_http(items) as url:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
         with trio.fail_after(30):
             async with httpx2.AsyncClient() as client:
                 async with streamable_http_client(url, http_client=client) as (read, write):
                     async with ClientSession(read, write) as session:
                         await _exercise(session)
-        nursery.cancel_scope.cancel()
 
 
 async def test_the_client_reaches_a_served_condukt_over_http(tmp_path: Path) -> None:
@@ -131,15 +141,11 @@ async def test_the_client_reaches_a_served_condukt_over_http(tmp_path: Path) -> 
 
     items = _load(tmp_path)["ITEMS"]
     model = ScriptedModel([call("multiply", {"a": 3, "b": 5}), reply("fifteen")])
-    async with trio.open_nursery() as nursery:
-        url = await nursery.start(
-            lambda task_status: condukt.mcp.serve(items, transport="http", port=0, task_status=task_status)
-        )
+    async with served_over_http(items) as url:
         async with condukt.open_node() as node:
             server = condukt.mcp.http(url, headers={"X-Token": condukt.secrets.static("t0ps3cret")})
             agent = await node.spawn(condukt.Agent, model=model, tools=[server])
             assert await agent.run("3*5?") == "fifteen"
-        nursery.cancel_scope.cancel()
     assert model.requests[-1].messages[-1].text == "15"
 
 
@@ -213,15 +219,11 @@ async def test_a_pdf_a_served_tool_returns_reaches_the_client_agent_as_a_documen
         return pdf
 
     model = ScriptedModel([call("fetch_report", {}), reply("read it")])
-    async with trio.open_nursery() as nursery:
-        url = await nursery.start(
-            lambda task_status: condukt.mcp.serve([fetch_report], transport="http", port=0, task_status=task_status)
-        )
+    async with served_over_http([fetch_report]) as url:
         async with condukt.open_node() as node:
             agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.mcp.http(url)])
             with trio.fail_after(30):
                 assert await agent.run("Q3?") == "read it"
-        nursery.cancel_scope.cancel()
     result = model.requests[-1].messages[-1]
     assert isinstance(result, ToolResultMessage)
     assert result.content == (pdf,)  # media type, bytes and title (the name in the resource's URI) survive
@@ -237,10 +239,7 @@ async def test_a_text_document_a_served_tool_returns_reaches_the_client_as_its_t
         return DocumentBlock.from_text("Ship on Friday.", "text/markdown", "notes.md")
 
     model = ScriptedModel([call("fetch_notes", {}), reply("Friday")])
-    async with trio.open_nursery() as nursery:
-        url = await nursery.start(
-            lambda task_status: condukt.mcp.serve([fetch_notes], transport="http", port=0, task_status=task_status)
-        )
+    async with served_over_http([fetch_notes]) as url:
         async with condukt.open_node() as node:
             agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.mcp.http(url)])
             with trio.fail_after(30):
@@ -248,7 +247,6 @@ async def test_a_text_document_a_served_tool_returns_reaches_the_client_as_its_t
             async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
                 result = await session.call_tool("fetch_notes", {})
-        nursery.cancel_scope.cancel()
     [content] = result.content
     assert content.type == "resource"
     resource = content.resource
