@@ -171,7 +171,7 @@ with _TestClient(app, backend="trio") as _client:
 """,
     # A service that runs until interrupted: once {url} answers (any HTTP status), a Ctrl-C ends it.
     "serving": """
-import _thread, threading as _threading, time as _time, urllib.error as _urlerror, urllib.request as _urlrequest
+import os as _os, signal as _signal, threading as _threading, time as _time, urllib.error as _urlerror, urllib.request as _urlrequest
 
 _answered = []
 
@@ -186,7 +186,9 @@ def _visit():
         except OSError:
             _time.sleep(0.1)
     _time.sleep(0.2)        # the connection's end
-    _thread.interrupt_main()
+    # A real SIGINT, not _thread.interrupt_main(): that only sets a flag, which a
+    # trio loop asleep in epoll_wait (an idle server) may not look at for ever.
+    _os.kill(_os.getpid(), _signal.SIGINT)
 
 def _interrupted(error):
     if isinstance(error, BaseExceptionGroup):
