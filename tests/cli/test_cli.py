@@ -337,6 +337,7 @@ async def test_chat_with_piped_input_runs_each_line_in_turn(server: ProtocolServ
         )
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode()
+    assert "One." in out and "agent: Two." in out, (out, done.stderr.decode())
     assert out.index("One.") < out.index("Two.") < out.index("agent: Two.")
     assert [line for line in out.splitlines() if line.startswith(("you: ", "agent: "))][-4:] == [
         "you: first", "agent: One.", "you: second", "agent: Two.",
