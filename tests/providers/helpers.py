@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import ssl
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import trio
+import trustme
 
 import condukt
 from condukt.events import Event
@@ -85,3 +87,13 @@ async def serve_tcp(nursery: trio.Nursery, handler: Callable[[trio.SocketStream]
     """Serve ``handler`` on an ephemeral port of 127.0.0.1 in ``nursery``; the server's base URL."""
     [listener] = await nursery.start(functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
     return f"http://127.0.0.1:{listener.socket.getsockname()[1]}"
+
+
+def tls_contexts(hostname: str = "127.0.0.1") -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(server context, client context): a certificate for ``hostname`` from a fresh test CA the client trusts."""
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(hostname).configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    return server_context, client_context

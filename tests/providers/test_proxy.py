@@ -17,7 +17,6 @@ import attrs
 import httpx
 import pytest
 import trio
-import trustme
 
 import condukt
 from condukt.providers import HttpSettings, configure_http
@@ -25,7 +24,7 @@ from condukt.providers._proxy import ProxyMap
 from condukt.providers.lowlevel import TrioTransport
 from condukt.testing.server import ProtocolServer, reply
 
-from .helpers import spawn
+from .helpers import spawn, tls_contexts
 
 SECRET = "s3cr3t-proxy-pass"
 _PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -136,11 +135,7 @@ async def test_plain_http_goes_through_a_forward_proxy_with_its_credentials(
 async def test_https_goes_through_a_connect_tunnel_named_by_the_environment(
     nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("models.test").configure_cert(server_context)
-    client_context = ssl.create_default_context()
-    ca.configure_trust(client_context)
+    server_context, client_context = tls_contexts("models.test")
     server = ProtocolServer()
     listeners = await nursery.start(trio.serve_ssl_over_tcp, server._connection, 0, server_context)
     port = listeners[0].transport_listener.socket.getsockname()[1]
@@ -162,11 +157,7 @@ async def test_https_goes_through_a_connect_tunnel_named_by_the_environment(
 
 
 async def test_an_https_proxy_is_reached_over_tls(nursery: trio.Nursery, server: ProtocolServer) -> None:
-    ca = trustme.CA()
-    proxy_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(proxy_context)
-    client_context = ssl.create_default_context()
-    ca.configure_trust(client_context)
+    proxy_context, client_context = tls_contexts()
     proxy = await LocalProxy(credentials=f"agent:{SECRET}").start(nursery, tls=proxy_context)
     url = f"https://agent:{SECRET}@127.0.0.1:{proxy.port}"
     transport = TrioTransport(proxy=httpx.Proxy(url, ssl_context=client_context))

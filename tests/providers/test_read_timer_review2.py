@@ -5,18 +5,16 @@ from __future__ import annotations
 import functools
 import gc
 import os
-import ssl
 import warnings
 
 import httpx
 import pytest
 import trio
 import trio.testing
-import trustme
 
 from condukt.providers.lowlevel import TrioTransport
 
-from .helpers import read_head
+from .helpers import read_head, tls_contexts
 
 
 async def test_a_tls_read_given_part_of_a_record_at_its_deadline_still_times_out(
@@ -27,11 +25,7 @@ async def test_a_tls_read_given_part_of_a_record_at_its_deadline_still_times_out
     # must time out, at once (as under a cancel scope, when the reader runs first in trio's
     # batch) or shortly after (when the timer runs first and spares it for the bytes). Trio
     # orders each batch at random, hence several rounds.
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_context)
-    client_context = ssl.create_default_context()
-    ca.configure_trust(client_context)
+    server_context, client_context = tls_contexts()
     server_fds: list[int] = []
 
     async def handler(stream: trio.SSLStream[trio.SocketStream]) -> None:

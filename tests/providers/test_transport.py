@@ -18,7 +18,7 @@ from condukt.providers._transport import _Connection
 from condukt.providers.lowlevel import TrioTransport
 from condukt.testing.server import Fault, ProtocolServer, reply
 
-from .helpers import spawn
+from .helpers import spawn, tls_contexts
 
 
 async def test_connections_are_reused_and_closed_with_the_node(server: ProtocolServer) -> None:
@@ -215,9 +215,7 @@ async def test_a_slow_streamed_body_is_not_a_write_timeout(server: ProtocolServe
 
 
 async def test_tls_failures_say_why(nursery: trio.Nursery) -> None:
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    server_context, _ = tls_contexts()  # the client below does not trust its CA
     server = ProtocolServer()
     listeners = await nursery.start(trio.serve_ssl_over_tcp, server._connection, 0, server_context)
     port = listeners[0].transport_listener.socket.getsockname()[1]
