@@ -155,7 +155,9 @@ class Exits(condukt.Tool):
     async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
         import argparse
 
-        parser = argparse.ArgumentParser(prog="exits", exit_on_error=False)
+        # exit_on_error left at its default: on 3.13 False makes a missing argument raise
+        # ArgumentError, where 3.11 and 3.12 still exit; this tool is about the exit.
+        parser = argparse.ArgumentParser(prog="exits")
         parser.add_argument("--count", type=int, required=True)
         parser.parse_args([])  # missing --count: argparse calls sys.exit(2)
         return "parsed"
