@@ -141,10 +141,11 @@ class Endpoint:
                 raise HTTPError(404, "SessionNotFound", f"no session {session_id!r} of agent {name!r}")
         if "text/event-stream" in request.headers.get("accept", ""):
             return StreamingResponse(
-                self._sse(agent, session_id, prompt),
+                self._sse(agent, session_id, prompt, self.sessions.entry(session_id)),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", "X-Condukt-Session": session_id},
             )
+        entry = self.sessions.entry(session_id)
         ended: list[events.AgentEnd] = []
 
         async def on_event(event: events.Event) -> None:
@@ -154,20 +155,24 @@ class Endpoint:
         try:
             text = await agent.run(prompt, timeout=self.run_timeout, on_event=on_event)
         except Exception as exc:
+            if entry is not None and entry.deleted:
+                raise _deleted(session_id) from None
             raise _run_error(exc, session_id) from None
         finally:
             self.sessions.touch(session_id)
         usage = serialization.unstructure(ended[-1].usage) if ended else None
         return JSONResponse({"session": session_id, "text": text, "usage": usage})
 
-    async def _sse(self, agent: Any, session_id: str, prompt: str) -> AsyncIterator[str]:
+    async def _sse(self, agent: Any, session_id: str, prompt: str, entry: Any) -> AsyncIterator[str]:
         # A client that disconnects cancels this generator: leaving the stream block aborts the run.
         try:
             async with agent.stream(prompt, timeout=self.run_timeout) as stream:
                 async for event in stream:
                     yield _sse(events.to_json(event))
-        except Exception as exc:  # the agent crashed (it restarts) or refused the run
-            yield _sse(events.to_json(events.Error(type(exc).__name__, str(exc))))
+        except Exception as exc:  # the agent crashed (it restarts), refused the run, or its session was deleted
+            error = _deleted(session_id) if entry is not None and entry.deleted else None
+            name, message = (error.body["error"], str(error)) if error else (type(exc).__name__, str(exc))
+            yield _sse(events.to_json(events.Error(name, message)))
             yield _sse(events.to_json(events.Done("failed")))
         finally:
             self.sessions.touch(session_id)
@@ -276,6 +281,10 @@ def _too_large(limit: int) -> HTTPError:
     # The rest of the body is never read: the connection cannot carry another request.
     return HTTPError(413, "PayloadTooLarge", f"the request body is larger than {limit} bytes",
                      headers={"Connection": "close"})
+
+
+def _deleted(session_id: str) -> HTTPError:
+    return HTTPError(410, "SessionDeleted", f"session {session_id!r} was deleted during the run", session=session_id)
 
 
 def _run_error(exc: Exception, session_id: str | None) -> HTTPError:

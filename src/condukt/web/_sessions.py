@@ -11,7 +11,7 @@ import anyio
 import attrs
 
 from ..agent import Agent
-from ..otp import ChildSpec, ConduktError, TooManyChildren
+from ..otp import ChildNotFound, ChildSpec, ConduktError, NoProc, TooManyChildren
 
 __all__ = ["AgentRoute", "SessionsFull", "Sessions"]
 
@@ -52,6 +52,8 @@ class _Session:
     last_used: float
     #: The incarnation last seen; looked up again by name once it is dead (a restart).
     handle: Any = None
+    #: Set by ``DELETE``: a run of this session that fails afterwards failed because of it.
+    deleted: bool = False
 
 
 async def _maybe(value: Any) -> Any:
@@ -167,6 +169,10 @@ class Sessions:
         session.handle = handle
         return handle
 
+    def entry(self, session_id: str) -> _Session | None:
+        """The table's record of ``session_id`` (its ``deleted`` flag tells a run why it failed)."""
+        return self._table.get(session_id)
+
     def touch(self, session_id: str) -> None:
         """Mark the session used now (a run just ended)."""
         session = self._table.get(session_id)
@@ -178,12 +184,21 @@ class Sessions:
         handle = await self.get(session_id)
         if handle is None:
             return False
-        self._table.pop(session_id, None)
+        session = self._table.pop(session_id, None)
+        if session is not None:
+            session.deleted = True
+        await self._terminate(handle)
+        return True
+
+    async def _terminate(self, handle: Any) -> None:
+        """Stop ``handle`` for good; an agent that exited meanwhile is fine, one still alive is an error."""
         try:
             await self._sup.terminate_child(handle)
-        except ConduktError:
-            pass  # it exited meanwhile
-        return True
+        except ChildNotFound:
+            if handle.alive:  # not a child of this supervisor, yet running: never answer "stopped"
+                raise
+        except NoProc:
+            pass  # the supervisor is gone, and its children with it
 
     async def sweep(self) -> int:
         """Stop sessions idle for longer than ``idle_timeout`` (not while a run is in progress); how many."""
@@ -203,10 +218,7 @@ class Sessions:
                 continue
             self._table.pop(session_id, None)
             if handle is not None:
-                try:
-                    await self._sup.terminate_child(handle)
-                except ConduktError:
-                    pass
+                await self._terminate(handle)
             stopped += 1
         return stopped
 
