@@ -63,9 +63,9 @@ SUBPACKAGES = {
     },
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
-    "condukt.web": {"SessionsFull", "create_app"},
+    "condukt.web": {"BrowserGuard", "SessionsFull", "create_app"},
     "condukt.web.observer": {
-        "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
+        "NEW_TOKEN", "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
     },
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
