@@ -8,10 +8,12 @@ node keeps ticking through the attack."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,24 +63,40 @@ def hostile_server(tmp_path: Path, tools: dict[str, Any]) -> condukt.mcp.McpServ
 
 
 class Hits:
-    """A local HTTP server that counts every connection and answers a schema holding a secret."""
+    """A local HTTP server in a thread of its own that counts requests and answers a schema holding a secret.
+
+    In a thread, so that a fetch made on the node's thread (what the client must never do) is answered
+    and counted rather than deadlocked.
+    """
 
     def __init__(self) -> None:
         self.count = 0
-        self.port = 0
+        hits = self
 
-    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        self.port = listeners[0].socket.getsockname()[1]
-        task_status.started()
-        await trio.serve_listeners(self.answer, listeners)
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+                hits.count += 1
+                body = json.dumps({"$defs": {"meta": {"$dynamicAnchor": "meta"}},
+                                   "enum": ["SECRET-FROM-HTTP"]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
-    async def answer(self, stream: trio.SocketStream) -> None:
-        self.count += 1
-        body = json.dumps({"$defs": {"meta": {"$dynamicAnchor": "meta"}}, "enum": ["SECRET-FROM-HTTP"]}).encode()
-        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                              + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
-        await stream.aclose()
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+
+    def __enter__(self) -> Hits:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def reaching_out(url: str, secret_file: Path) -> dict[str, Any]:
@@ -109,11 +127,9 @@ def reaching_out(url: str, secret_file: Path) -> dict[str, Any]:
 async def test_schemas_that_reach_outside_are_refused_when_listed_and_nothing_is_fetched(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    hits = Hits()
     secret_file = tmp_path / "secret.json"
     secret_file.write_text(json.dumps({"enum": ["SECRET-FROM-FILE"]}))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(hits.serve)
+    with Hits() as hits:
         tools = reaching_out(f"http://127.0.0.1:{hits.port}", secret_file)
         model = ScriptedModel([
             call("local_ref", {"x": "not a number"}), call("local_ref", {"x": 3}), call("schema_url", {"x": "y"}),
@@ -124,7 +140,6 @@ async def test_schemas_that_reach_outside_are_refused_when_listed_and_nothing_is
             agent = await node.spawn(condukt.Agent, model=model, tools=[hostile_server(tmp_path, tools)])
             assert await agent.run("go") == "done"
             history = json.dumps([str(m) for m in await agent.history()])
-        nursery.cancel_scope.cancel()
     assert [tool.name for tool in model.requests[0].tools] == ["local_ref", "schema_url"]
     results = [m.text for m in model.requests[-1].messages if type(m).__name__ == "ToolResultMessage"]
     assert results[0] == "x: 'not a number' is not of type 'integer'" or "is not of type 'integer'" in results[0]
