@@ -53,7 +53,8 @@ class Schema(Generic[T]):
 
     def __init__(self, schema: dict[str, Any], target: Any, untrusted: bool = False) -> None:
         # Private: use Schema.of, which checks the schema and caches the result.
-        cls = jsonschema.validators.validator_for(schema)
+        # A $schema naming no draft jsonschema knows (a URL of the author's) reads as the latest: nothing is fetched.
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
