@@ -197,7 +197,7 @@ def watchdog(seconds: float) -> Iterator[None]:
         raise Hung(f"still running after {seconds} s: a regex ran unbounded on the node's thread")
 
     previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)  # and every second after: each stuck match is stopped
     try:
         yield
     finally:
@@ -228,7 +228,7 @@ async def test_every_regex_keyword_of_a_server_schema_runs_in_linear_time_while_
             ticks += 1
 
     server = hostile_server(tmp_path, {name: schema for name, (schema, _) in tools.items()})
-    with watchdog(120):
+    with watchdog(60):
         async with condukt.open_node() as node, trio.open_nursery() as nursery:
             agent = await node.spawn(condukt.Agent, model=FunctionModel(attacker), tools=[server])
             nursery.start_soon(ticker)
