@@ -119,7 +119,7 @@ class SessionOwned(ConduktError):
         on_node = f" on node {node}" if node else ""
         message = detail or f"session {key!r:.200} is owned{holder}{on_node}"
         if retry_after is not None and not detail:
-            message += f" (its lease expires {retry_after:.1f} s after its node falls silent)"
+            message += f" (if its node stays silent, its lease expires in {max(retry_after, 0.0):.1f} s)"
         super().__init__(message)
 
 
