@@ -211,6 +211,8 @@ class JournaledStore(abc.ABC):
         self._releases: dict[str, int] = {}
         self._service_runner: trio.lowlevel.TrioToken | None = None
         self._wake = trio.Event()
+        self._folded = trio.Event()
+        self._folded.set()
 
     # -- properties -------------------------------------------------------------------------------
 
@@ -227,6 +229,18 @@ class JournaledStore(abc.ABC):
     def held(self) -> list[str]:
         """The keys this store object holds leases on."""
         return [key for key, lease in self._held.items() if lease is not None]
+
+    async def settled(self) -> None:
+        """Wait until the journal folds due so far have been written (or have failed and been logged).
+
+        Folds run in the background after the save that made them due; call
+        this before measuring or copying the stored data, or before leaving
+        the trio run (which would drop the folds still pending: the journal
+        is then simply folded later). Cancellation stops the wait only.
+        """
+        while not self._folded.is_set():
+            await self._folded.wait()
+        await trio.lowlevel.checkpoint()
 
     # -- the SessionStore protocol (writes without a lease) ---------------------------------------
 
@@ -480,6 +494,8 @@ class JournaledStore(abc.ABC):
         if tracked.entries < FOLD_MAX_ENTRIES and tracked.journal_bytes < max(tracked.base_bytes, FOLD_MIN_BYTES):
             return
         tracked.folding = True
+        if self._folded.is_set():
+            self._folded = trio.Event()
         self._folds[(key, fence.token)] = (
             fence,
             tracked,
@@ -529,6 +545,8 @@ class JournaledStore(abc.ABC):
                         await self._fold(key, job)
                     except Exception as exc:
                         logger.warning("folding the journal of session %r failed (retried later): %s", key, exc)
+                if not self._folds:
+                    self._folded.set()
                 for key, lease_token in list(self._releases.items()):
                     try:
                         await self._release(key, lease_token)
@@ -557,6 +575,10 @@ class JournaledStore(abc.ABC):
         finally:
             if self._service_runner is token:
                 self._service_runner = None
+                for job in self._folds.values():
+                    job[1].folding = False  # dropped with the run: the next write makes it due again
+                self._folds.clear()
+                self._folded.set()
 
     # -- what a store supplies --------------------------------------------------------------------
 
