@@ -711,7 +711,8 @@ class Lease:
         """Append what changed since the last save or load (a new base on the first write).
 
         Raises :class:`SessionOwned` if the key was taken over, and what
-        :meth:`load` raises for unreadable data (never overwritten). Cancelled
+        :meth:`load` raises for unreadable data (never overwritten). A save
+        that changes nothing writes (and checks) nothing. Cancelled
         while it waits for the key, it writes nothing; once its write is in
         flight it completes or fails as a whole first.
         """
