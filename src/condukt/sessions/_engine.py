@@ -384,7 +384,7 @@ class JournaledStore(abc.ABC):
             if index <= after:
                 continue
             try:
-                events.append((index, structure(_json(text), Event)))  # type: ignore[arg-type]
+                events.append((index, structure(_json(text), Event)))
             except Exception as exc:
                 raise CorruptJournal(stored.location, f"event {index} of run {run_id!r}: {exc}", key, seq) from exc
         return RunLog(

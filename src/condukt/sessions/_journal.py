@@ -166,7 +166,7 @@ class Replay:
         appended = doc.get("append", [])
         if not isinstance(appended, list):
             raise TypeError("append is not a list")
-        self._messages.extend(structure(m, Message) for m in appended)  # type: ignore[misc]
+        self._messages.extend(structure(m, Message) for m in appended)
         head = doc.get("head", {})
         if not isinstance(head, dict) or not all(n in HEAD_FIELDS and check_field(n, v) for n, v in head.items()):
             raise ValueError(f"bad settings in head: {head!r:.200}")

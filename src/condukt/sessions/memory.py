@@ -171,7 +171,8 @@ class MemoryStore(JournaledStore):
 
     async def _streams(self, key: str, prefix: str) -> list[str]:
         await trio.lowlevel.checkpoint()
-        found = [(s.created, name) for (k, name), s in self._data.streams.items() if k == key and name.startswith(prefix)]
+        streams = self._data.streams.items()
+        found = [(s.created, name) for (k, name), s in streams if k == key and name.startswith(prefix)]
         return [name for _, name in sorted(found)]
 
     async def _acquire(self, key: str, owner: str) -> int:

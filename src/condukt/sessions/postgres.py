@@ -20,7 +20,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 import trio
 
-from ._engine import SESSION, Diverged, Fence, JournaledStore, Stored
+from ._engine import Diverged, Fence, JournaledStore, Stored
 from ._errors import SessionOwned, StoreUnavailable, UnsupportedSchema
 from ._pgwire import Connection, Pool, Row, connect
 
@@ -42,7 +42,8 @@ _TABLES = [
         key_id bytea NOT NULL, stream text NOT NULL, seq bigint NOT NULL, data text NOT NULL,
         PRIMARY KEY (key_id, stream, seq))""",
     """CREATE TABLE {s}.leases (
-        key_id bytea PRIMARY KEY, key bytea NOT NULL, token bigint NOT NULL, node text, owner text)""",
+        key_id bytea PRIMARY KEY, key bytea NOT NULL, token bigint NOT NULL, node text, owner text,
+        acquired_at timestamptz)""",
     "CREATE TABLE {s}.nodes (node text PRIMARY KEY, expires_at timestamptz NOT NULL, ttl float8 NOT NULL)",
     "CREATE SEQUENCE {s}.tokens",
 ]
@@ -59,7 +60,7 @@ def _text(value: str) -> str:
 
 def _transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure worth retrying: the server unreachable, restarting, or a lost race."""
-    if isinstance(exc, (psycopg.OperationalError, psycopg.errors.TransactionRollbackError)):
+    if isinstance(exc, (psycopg.OperationalError, psycopg.errors.TransactionRollback)):
         return True
     return isinstance(exc, OSError)
 
@@ -75,7 +76,8 @@ class PostgresStore(JournaledStore):
 
     ``schema``: the PostgreSQL schema holding the store's tables (created
     with them, on first use, if missing). The tables are ``bases``,
-    ``journal``, ``leases``, ``nodes``, a ``tokens`` sequence and
+    ``journal``, ``leases`` (``acquired_at``: when the owner took the
+    key), ``nodes`` (each node's heartbeat: ``expires_at``), a ``tokens`` sequence and
     ``schema_version``, whose row says the layout's version
     (:data:`SCHEMA_VERSION`); a newer one raises :class:`UnsupportedSchema`.
     Keys are stored by their SHA-256 (any length works), with the key itself
@@ -457,17 +459,19 @@ _STATEMENTS = {
     "lease_row": """
         INSERT INTO {s}.leases (key_id, key, token) VALUES ($1::bytea, $2::bytea, 0) ON CONFLICT DO NOTHING""",
     "lease_take": """
-        UPDATE {s}.leases SET token = nextval('{s}.tokens'), node = $2::text, owner = $3::text
+        UPDATE {s}.leases SET token = nextval('{s}.tokens'), node = $2::text, owner = $3::text, acquired_at = now()
         WHERE key_id = $1::bytea RETURNING token""",
     "release": """
         UPDATE {s}.leases SET node = NULL, owner = NULL
         WHERE key_id = $1::bytea AND token = $2::bigint AND node = $3::text""",
     "beat": """
-        INSERT INTO {s}.nodes (node, expires_at, ttl) VALUES ($1::text, now() + make_interval(secs => $2::float8), $2::float8)
+        INSERT INTO {s}.nodes (node, expires_at, ttl)
+        VALUES ($1::text, now() + make_interval(secs => $2::float8), $2::float8)
         ON CONFLICT (node) DO UPDATE SET expires_at = EXCLUDED.expires_at, ttl = EXCLUDED.ttl""",
     "base_for_update": "SELECT seq FROM {s}.bases WHERE key_id = $1::bytea AND stream = $2::text FOR UPDATE",
     "put_base": """
-        INSERT INTO {s}.bases (key_id, stream, key, data, seq) VALUES ($1::bytea, $2::text, $3::bytea, $4::text, $5::bigint)
+        INSERT INTO {s}.bases (key_id, stream, key, data, seq)
+        VALUES ($1::bytea, $2::text, $3::bytea, $4::text, $5::bigint)
         ON CONFLICT (key_id, stream) DO UPDATE SET data = EXCLUDED.data, seq = EXCLUDED.seq, updated_at = now()""",
     "drop_through": "DELETE FROM {s}.journal WHERE key_id = $1::bytea AND stream = $2::text AND seq <= $3::bigint",
     "remove_all_bases": "DELETE FROM {s}.bases WHERE key_id = $1::bytea",

@@ -196,7 +196,9 @@ class SQLiteStore(LocatedStore):
         if stream == SESSION:
             row = connection.execute("SELECT data, seq FROM sessions WHERE key = ?", (key,)).fetchone()
         else:
-            row = connection.execute("SELECT data, seq FROM runs WHERE key = ? AND stream = ?", (key, stream)).fetchone()
+            row = connection.execute(
+                "SELECT data, seq FROM runs WHERE key = ? AND stream = ?", (key, stream)
+            ).fetchone()
         return None if row is None else (row[0], int(row[1]))
 
     def _last(self, connection: sqlite3.Connection, key: str, stream: str, base_seq: int) -> int:
@@ -205,7 +207,9 @@ class SQLiteStore(LocatedStore):
         ).fetchone()
         return base_seq if last is None else max(base_seq, int(last))
 
-    def _read_sync(self, connection: sqlite3.Connection, path: Path, key: str, stream: str, after: int) -> Stored | None:
+    def _read_sync(
+        self, connection: sqlite3.Connection, path: Path, key: str, stream: str, after: int
+    ) -> Stored | None:
         connection.execute("BEGIN")
         try:
             base = self._base(connection, key, stream)
@@ -263,7 +267,9 @@ class SQLiteStore(LocatedStore):
             base = self._base(connection, key, stream)
             if base is None or self._last(connection, key, stream, base[1]) != seq - 1:
                 raise Diverged(key)
-            connection.execute("INSERT INTO journal (key, stream, seq, data) VALUES (?, ?, ?, ?)", (key, stream, seq, text))
+            connection.execute(
+                "INSERT INTO journal (key, stream, seq, data) VALUES (?, ?, ?, ?)", (key, stream, seq, text)
+            )
 
     def _put_base_sync(
         self,
@@ -301,7 +307,13 @@ class SQLiteStore(LocatedStore):
             return seq
 
     def _remove_sync(
-        self, connection: sqlite3.Connection, path: Path, key: str, token: int | None, stale_ok: bool, stream: str | None
+        self,
+        connection: sqlite3.Connection,
+        path: Path,
+        key: str,
+        token: int | None,
+        stale_ok: bool,
+        stream: str | None,
     ) -> None:
         with self._transaction(connection):
             self._check(connection, key, token, stale_ok)

@@ -125,7 +125,8 @@ class PostgresServer:
                 self._write_private(self.data / "server.key", self._tls[1])
                 self._settings.update(ssl="on", ssl_cert_file="server.crt", ssl_key_file="server.key")
             self._initialised = True
-        options = " ".join(f"-c {name}={value!s}" if value else f"-c {name}=''" for name, value in self._settings.items())
+        settings = self._settings.items()
+        options = " ".join(f"-c {name}={value!s}" if value else f"-c {name}=''" for name, value in settings)
         self._pg("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", options, "start")
 
     def stop(self) -> None:
