@@ -50,8 +50,7 @@ import secrets
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Self, TypeVar
 
@@ -655,7 +654,7 @@ class Lease:
     ``async with lease:`` releases it at the end of the block.
 
     Operations on one lease may be called from several tasks; they are
-    serialised in call order (the key's lock).
+    serialised in call order (the lease's lock).
     """
 
     def __init__(self, store: JournaledStore, key: str, token: int, owner: str) -> None:
@@ -673,27 +672,24 @@ class Lease:
         self.released = False
         self.tracked: _Tracked | None = None
         self._runs: dict[str, tuple[dict[str, Any], int]] = {}
+        # Serialises the lease's operations: writes without a lease are refused
+        # while it is held, so the key needs no other lock in this store.
+        self._lock = trio.Lock()
 
     def __repr__(self) -> str:
         state = "released" if self.released else "lost" if self.lost else "held"
         return f"<Lease {self.key!r:.60} token={self.token} {state}>"
 
-    @asynccontextmanager
-    async def _writing(self) -> AsyncIterator[None]:
+    def _usable(self) -> None:
         if self.released:
             raise LeaseReleased(f"the lease on {self.key!r:.200} was released")
         if self.lost:
             raise SessionOwned(self.key, detail=f"session {self.key!r:.200} was taken over by another owner")
-        async with self.store._locks.hold(self.key):
-            try:
-                yield
-            except SessionOwned:
-                self.lost = True
-                self.tracked = None
-                raise
-            except BaseException:
-                self.tracked = None  # unknown outcome: the next write reads the key first
-                raise
+
+    def _failed(self, exc: BaseException) -> None:
+        if isinstance(exc, SessionOwned):
+            self.lost = True
+        self.tracked = None  # unknown outcome: the next write reads the key first
 
     async def load(self) -> Snapshot | None:
         """The key's snapshot (base and journal replayed), or None.
@@ -703,8 +699,13 @@ class Lease:
         (left as it is). Cancelled, it raises ``trio.Cancelled``; a read in
         flight finishes first.
         """
-        async with self._writing():
-            snapshot, self.tracked = await self.store._load_tracked(self.key)
+        self._usable()
+        async with self._lock:
+            try:
+                snapshot, self.tracked = await self.store._load_tracked(self.key)
+            except BaseException as exc:
+                self._failed(exc)
+                raise
             return snapshot
 
     async def save(self, snapshot: Snapshot) -> None:
@@ -716,8 +717,19 @@ class Lease:
         while it waits for the key, it writes nothing; once its write is in
         flight it completes or fails as a whole first.
         """
-        async with self._writing():
+        self._usable()
+        try:
+            # A save's own write is a checkpoint: a free lock is taken without one.
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
             self.tracked = await self.store._write(self.key, self.fence, self.tracked, snapshot)
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+        finally:
+            self._lock.release()
 
     async def delete(self) -> None:
         """Remove the key's data (journal and run logs too); the lease stays held.
@@ -725,8 +737,13 @@ class Lease:
         Raises :class:`SessionOwned` if the key was taken over. Cancelled, it
         removes nothing, or (once in flight) everything.
         """
-        async with self._writing():
-            await self.store._remove(self.key, self.fence)
+        self._usable()
+        async with self._lock:
+            try:
+                await self.store._remove(self.key, self.fence)
+            except BaseException as exc:
+                self._failed(exc)
+                raise
             self.tracked = _Tracked(None)
             self._runs.clear()
 
@@ -740,8 +757,7 @@ class Lease:
         returns; raises :class:`SessionOwned` if the key was taken over.
         Cancelled, it journals nothing, or (once in flight) the entry.
         """
-        async with self._writing():
-            await self.store._append_tool(self, run_id, call.id, call.name, None)
+        await self._locked(self.store._append_tool, self, run_id, call.id, call.name, None)
 
     async def tool_finished(self, run_id: str, result: ToolResultMessage) -> None:
         """Journal the result of a tool call of run ``run_id``: the next load has it in the checkpoint's ``results``.
@@ -749,8 +765,7 @@ class Lease:
         Durable when it returns; raises :class:`SessionOwned` if the key was
         taken over. Cancelled, it journals nothing, or (once in flight) the entry.
         """
-        async with self._writing():
-            await self.store._append_tool(self, run_id, result.tool_call_id, result.name, result)
+        await self._locked(self.store._append_tool, self, run_id, result.tool_call_id, result.name, result)
 
     async def log_events(self, run_id: str, events: Sequence[Event], *, index: int | None = None) -> int:
         """Append ``events`` to run ``run_id``'s event log; return the index of the next event.
@@ -765,8 +780,8 @@ class Lease:
         the key was taken over. Cancelled, it logs nothing, or (once in
         flight) every event given.
         """
-        async with self._writing():
-            return await self._log(run_id, list(events), index)
+        next_index: int = await self._locked(self._log, run_id, list(events), index)
+        return next_index
 
     async def set_run(self, run_id: str, status: RunStatus, result: Any = None) -> None:
         """Record run ``run_id``'s status (one of :data:`RUN_STATUSES`) and, when it ended, its result.
@@ -777,12 +792,24 @@ class Lease:
         """
         if status not in RUN_STATUSES:
             raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
-        async with self._writing():
-            record, next_index = await self._run(run_id)
-            record = {**record, "status": status, "result": result, "updated_at": time.time()}
-            record["next_index"] = next_index
-            await self.store._put_base(self.key, _run_stream(run_id), self.fence, _dumps(record), record["first_index"])
-            self._runs[run_id] = (record, next_index)
+        await self._locked(self._set_run, run_id, status, result)
+
+    async def _set_run(self, run_id: str, status: RunStatus, result: Any) -> None:
+        record, next_index = await self._run(run_id)
+        record = {**record, "status": status, "result": result, "updated_at": time.time()}
+        record["next_index"] = next_index
+        await self.store._put_base(self.key, _run_stream(run_id), self.fence, _dumps(record), record["first_index"])
+        self._runs[run_id] = (record, next_index)
+
+    async def _locked(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run ``fn(*args)`` holding the lease's lock; a failure marks the lease's state unknown (or lost)."""
+        self._usable()
+        async with self._lock:
+            try:
+                return await fn(*args)
+            except BaseException as exc:
+                self._failed(exc)
+                raise
 
     async def release(self) -> None:
         """Give the key up: another owner may acquire it at once.

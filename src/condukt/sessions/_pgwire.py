@@ -23,8 +23,7 @@ pool's. See docs/benchmarks.md for the figures.
 from __future__ import annotations
 
 import select
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -192,21 +191,31 @@ class Pool:
         self._idle: list[Connection] = []
         self._slots = trio.Semaphore(size)
 
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[Connection]:
-        """A connection for the block; back to the pool after it if still fit, else closed.
+    async def take(self) -> Connection:
+        """A connection (an idle one, or a new one); give it back with :meth:`give`.
 
-        Waiting for a free connection is cancellable.
+        Waiting for a free slot is cancellable; so is opening a connection
+        (which then waits for the attempt, bounded by ``connect_timeout``).
         """
-        async with self._slots:
-            connection = self._idle.pop() if self._idle else await self._opener()
-            try:
-                yield connection
-            finally:
-                if connection.reusable:
-                    self._idle.append(connection)
-                else:
-                    connection.close()
+        try:
+            # The statement that follows waits on the socket (a checkpoint):
+            # taking a free slot needs no trip through the scheduler of its own.
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            await self._slots.acquire()
+        try:
+            return self._idle.pop() if self._idle else await self._opener()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def give(self, connection: Connection) -> None:
+        """Return a connection taken with :meth:`take`: pooled again if fit, else closed."""
+        if connection.reusable:
+            self._idle.append(connection)
+        else:
+            connection.close()
+        self._slots.release()
 
     def discard_idle(self) -> None:
         """Close the idle connections (after a failure that probably broke them all: a server restart)."""

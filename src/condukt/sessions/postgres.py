@@ -89,8 +89,10 @@ class PostgresStore(JournaledStore):
     serialisation failure), with exponential backoff from 50 ms, before it
     raises :class:`StoreUnavailable`; every operation is safe to repeat (an
     append repeated after an unknown outcome finds its own entry and
-    succeeds). ``statement_timeout``: how long one attempt may take before
-    its connection is dropped (and the attempt retried).
+    succeeds). ``statement_timeout``: how long a statement may run on the
+    server (its ``statement_timeout``) and unacknowledged data may wait on
+    the socket (``tcp_user_timeout``, with TCP keepalives, unless the DSN
+    sets them): a server that vanished makes the attempt fail, and retry.
     ``lease_ttl``, ``run_events``, ``runs``: as for every store (see
     ``docs/sessions.md``); lease times are the server's clock, so nodes'
     clocks need not agree.
@@ -100,8 +102,9 @@ class PostgresStore(JournaledStore):
     for why not a thread pool, and benchmarks/sessions.py for the figures).
     A save through a lease is one statement (the lease check and the insert
     together); a save without a lease is a short transaction. Cancelling an
-    operation waits for the statement in flight (bounded by
-    ``statement_timeout``), so no write is left half done.
+    operation in flight closes its connection: the write was done wholly or
+    not at all, and the store does not know which, so the writer's next
+    write reads the key first (an entry already there is recognised).
 
     Release the connections with :meth:`aclose` (or ``async with store:``).
     """
@@ -127,8 +130,20 @@ class PostgresStore(JournaledStore):
         if not (retry_for >= 0 and math.isfinite(retry_for) and statement_timeout > 0):
             raise ValueError("retry_for must be >= 0 and statement_timeout > 0")
         merged = make_conninfo(dsn, **conninfo)
-        if "connect_timeout" not in conninfo_to_dict(merged):
-            merged = make_conninfo(merged, connect_timeout=10)
+        given = conninfo_to_dict(merged)
+        # A server that vanished (a lost host, a cut network) is noticed by the
+        # socket: keepalives for an idle connection, tcp_user_timeout for unacknowledged data.
+        defaults = {
+            "connect_timeout": 10,
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+            "tcp_user_timeout": int(statement_timeout * 1000),
+        }
+        missing = {name: value for name, value in defaults.items() if name not in given}
+        if missing:
+            merged = make_conninfo(merged, **missing)
         self._conninfo = merged
         self._schema = schema
         self._retry_for = retry_for
@@ -180,41 +195,49 @@ class PostgresStore(JournaledStore):
                 # A client stopped (SIGSTOP, a debugger) inside a transaction
                 # must not keep a lease row locked for longer than a lease lasts.
                 f"SET idle_in_transaction_session_timeout = {timeout_ms}",
+                f"SET statement_timeout = {int(self._statement_timeout * 1000)}",
             ],
         )
 
-    async def _attempt(self, op: Callable[[Connection], Awaitable[T]]) -> T:
-        async with self._pool.connection() as connection:
-            # Shielded: a cancelled caller waits for the statement in flight
-            # (a write is done wholly or not at all); the deadline bounds it.
-            with trio.CancelScope(shield=True) as scope:
-                scope.deadline = trio.current_time() + self._statement_timeout
-                try:
-                    if not self._schema_ready:
-                        await self._ensure_schema(connection)
-                    return await op(connection)
-                except BaseException:
-                    await _roll_back(connection)
-                    raise
-            connection.close()
-            raise psycopg.OperationalError(f"no answer within statement_timeout={self._statement_timeout} s")
+    async def _attempt(self, op: Callable[..., Awaitable[T]], *args: Any) -> T:
+        connection = await self._pool.take()
+        try:
+            if not self._schema_ready:
+                await self._ensure_schema(connection)
+            return await op(connection, *args)
+        except BaseException:
+            await _roll_back(connection)
+            raise
+        finally:
+            # A connection left mid-statement (a cancellation, a broken
+            # socket) is not idle: the pool closes it.
+            self._pool.give(connection)
 
-    async def _with_retries(self, op: Callable[[Connection], Awaitable[T]]) -> T:
+    async def _with_retries(self, op: Callable[..., Awaitable[T]], *args: Any) -> T:
+        try:
+            return await self._attempt(op, *args)
+        except (SessionOwned, Diverged, UnsupportedSchema):
+            raise
+        except Exception as exc:
+            if not _transient(exc):
+                raise
+            first = exc
         deadline = trio.current_time() + self._retry_for
         delay = 0.05
         while True:
+            self._pool.discard_idle()
+            if trio.current_time() + delay > deadline:
+                raise StoreUnavailable(f"PostgreSQL at {self.where()} is unavailable: {first}") from first
+            await trio.sleep(delay)
+            delay = min(delay * 2, 2.0)
             try:
-                return await self._attempt(op)
+                return await self._attempt(op, *args)
             except (SessionOwned, Diverged, UnsupportedSchema):
                 raise
             except Exception as exc:
                 if not _transient(exc):
                     raise
-                self._pool.discard_idle()
-                if trio.current_time() + delay > deadline:
-                    raise StoreUnavailable(f"PostgreSQL at {self.where()} is unavailable: {exc}") from exc
-            await trio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+                first = exc
 
     async def _ensure_schema(self, connection: Connection) -> None:
         async with self._schema_lock:
@@ -281,7 +304,7 @@ class PostgresStore(JournaledStore):
     async def _append(self, key: str, stream: str, fence: Fence, seq: int, text: str) -> None:
         key_id = _key_id(key)
         if fence.token is not None:
-            await self._with_retries(lambda c: self._append_leased(c, key, key_id, stream, fence.token, seq, text))
+            await self._with_retries(self._append_leased, key, key_id, stream, fence.token, seq, text)
             return
         stale_ok = key not in self._held
 
