@@ -356,7 +356,7 @@ async def section_renewal(dsn: str | None, tmp: Path) -> None:
         leases: list[Any] = []
         async with trio.open_nursery() as nursery:
 
-            async def take(i: int, store: Any = store) -> None:
+            async def take(i: int, store: Any = store, leases: list[Any] = leases) -> None:
                 leases.append(await store.acquire(f"s{i}", wait=5.0))
 
             for i in range(count):

@@ -89,6 +89,8 @@ FOLD_MIN_BYTES = 64 * 1024
 FOLD_MAX_ENTRIES = 4096
 #: A save whose entry would be larger than half the base writes a new base instead.
 _REWRITE_RATIO = 0.5
+#: Documents at least this large (bytes, or estimated) are encoded and decoded in a worker thread.
+_OFFLOAD_BYTES = 256 * 1024
 #: How many keys' last-written state a store keeps for writes without a lease.
 _TRACKED_KEYS = 1024
 
@@ -415,8 +417,10 @@ class JournaledStore(abc.ABC):
         while len(self._tracked) > _TRACKED_KEYS:
             self._tracked.popitem(last=False)
 
-    async def _offloaded(self, fn: Callable[..., T], *args: Any) -> T:
-        if self.offload:
+    async def _offloaded(self, size: int, fn: Callable[..., T], *args: Any) -> T:
+        # A thread hop costs more than encoding or decoding a small document;
+        # a large one would keep the loop from other tasks for milliseconds.
+        if self.offload and size >= _OFFLOAD_BYTES:
             return await trio.to_thread.run_sync(fn, *args)
         await trio.lowlevel.checkpoint()
         return fn(*args)
@@ -425,7 +429,8 @@ class JournaledStore(abc.ABC):
         stored = await self._read(key, SESSION, 0)
         if stored is None:
             return None, _Tracked(None)
-        snapshot, seq, old_format = await self._offloaded(_replay, stored, key)
+        size = len(stored.base) + sum(len(text) for _, text in stored.entries)
+        snapshot, seq, old_format = await self._offloaded(size, _replay, stored, key)
         return snapshot, _Tracked(
             snapshot,
             seq,
@@ -466,7 +471,7 @@ class JournaledStore(abc.ABC):
         return tracked
 
     async def _rebase(self, key: str, fence: Fence, snapshot: Snapshot) -> _Tracked:
-        document = await self._offloaded(encode, snapshot)
+        document = await self._offloaded(_size_of(snapshot), encode, snapshot)
         seq = await self._put_base(key, SESSION, fence, document, None)
         return _Tracked(snapshot, seq, len(document))
 
@@ -508,7 +513,7 @@ class JournaledStore(abc.ABC):
     async def _fold(self, key: str, job: tuple[Fence, _Tracked, Snapshot, int, int, int]) -> None:
         fence, tracked, snapshot, seq, journal_bytes, entries = job
         try:
-            document = await self._offloaded(encode, snapshot)
+            document = await self._offloaded(_size_of(snapshot), encode, snapshot)
             await self._put_base(key, SESSION, fence, document, seq)
         except (SessionOwned, Diverged):
             return  # another writer owns the key now: its writes, its folds
@@ -621,6 +626,11 @@ class JournaledStore(abc.ABC):
     @abc.abstractmethod
     async def _heartbeat(self) -> None:
         """Prove this node lives: its leases stay valid for another ``lease_ttl``."""
+
+
+def _size_of(snapshot: Snapshot) -> int:
+    """A cheap over-estimate of a snapshot's encoded size: messages are rarely under a few hundred bytes."""
+    return 2048 * len(snapshot.messages)
 
 
 def _json(text: str | bytes) -> Any:

@@ -347,6 +347,33 @@ class PostgresStore(JournaledStore):
         if not await self._mine(connection, key_id, stream, seq, text):
             raise Diverged(key)
 
+    async def _put_base_leased(
+        self,
+        connection: Connection,
+        key: str,
+        key_id: bytes,
+        raw_key: bytes,
+        stream: str,
+        token: int,
+        text: str,
+        seq: int | None,
+    ) -> int:
+        # One statement, as an append through a lease is: check, write, drop the entries it holds.
+        rows = await connection.execute(
+            self._sql["put_base_leased"], [key_id, token, self._node, stream, raw_key, seq, text]
+        )
+        if rows:
+            return int(rows[0][0] or 0)
+        lease = await connection.execute(self._sql["lease"], [key_id])
+        if not lease or int(lease[0][0] or 0) != token or _str(lease[0][1]) != self._node:
+            raise SessionOwned(
+                key,
+                owner=_str(lease[0][2]) if lease else None,
+                node=_str(lease[0][1]) if lease else None,
+                detail=f"session {key!r:.200} was taken over by another owner: this lease is void",
+            )
+        raise Diverged(key)
+
     async def _mine(self, connection: Connection, key_id: bytes, stream: str, seq: int, text: str) -> bool:
         rows = await connection.execute(self._sql["entry"], [key_id, stream, seq])
         return bool(rows) and rows[0][0] == text.encode("utf-8")
@@ -355,6 +382,8 @@ class PostgresStore(JournaledStore):
         key_id = _key_id(key)
         stale_ok = key not in self._held
         raw_key = key.encode("utf-8", "surrogatepass")
+        if fence.token is not None:
+            return await self._with_retries(self._put_base_leased, key, key_id, raw_key, stream, fence.token, text, seq)
 
         async def op(connection: Connection) -> int:
             await connection.run("BEGIN")
@@ -467,6 +496,26 @@ _STATEMENTS = {
         INSERT INTO {s}.journal (key_id, stream, seq, data)
         SELECT $1::bytea, $4::text, $5::bigint, $6::text FROM lease
         ON CONFLICT DO NOTHING RETURNING 1""",
+    "put_base_leased": """
+        WITH lease AS (SELECT 1 FROM {s}.leases
+                       WHERE key_id = $1::bytea AND token = $2::bigint AND node = $3::text FOR SHARE),
+        number AS (
+            SELECT coalesce($6::bigint, greatest(
+                (SELECT seq FROM {s}.bases WHERE key_id = $1::bytea AND stream = $4::text),
+                (SELECT max(seq) FROM {s}.journal WHERE key_id = $1::bytea AND stream = $4::text)) + 1, 1) AS n
+            FROM lease
+            WHERE $6::bigint IS NULL OR $6::bigint = 0
+               OR EXISTS (SELECT 1 FROM {s}.bases WHERE key_id = $1::bytea AND stream = $4::text)),
+        put AS (
+            INSERT INTO {s}.bases (key_id, stream, key, data, seq)
+            SELECT $1::bytea, $4::text, $5::bytea, $7::text, n FROM number
+            ON CONFLICT (key_id, stream) DO UPDATE SET data = EXCLUDED.data, seq = EXCLUDED.seq, updated_at = now()
+            WHERE {s}.bases.seq <= EXCLUDED.seq
+            RETURNING seq),
+        dropped AS (
+            DELETE FROM {s}.journal
+            WHERE key_id = $1::bytea AND stream = $4::text AND seq <= (SELECT seq FROM put))
+        SELECT seq FROM put""",
     "insert": "INSERT INTO {s}.journal (key_id, stream, seq, data) VALUES ($1::bytea, $2::text, $3::bigint, $4::text)",
     "entry": "SELECT data FROM {s}.journal WHERE key_id = $1::bytea AND stream = $2::text AND seq = $3::bigint",
     "last": """
