@@ -169,8 +169,8 @@ class RunLog:
 
 
 def _run_stream(run_id: str) -> str:
-    if not isinstance(run_id, str) or not run_id:
-        raise ValueError("a run id is a non-empty string")
+    if not isinstance(run_id, str) or not 0 < len(run_id) <= 512:
+        raise ValueError("a run id is a non-empty string of at most 512 characters")
     return _RUN_PREFIX + run_id
 
 

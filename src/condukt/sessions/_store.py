@@ -20,7 +20,7 @@ class SessionStore(Protocol):
     Keys are arbitrary strings; a store keeps one snapshot per key. All three
     operations may be called concurrently from several tasks (and agents);
     operations on one key happen in the order they were called. A store that
-    does I/O runs it in worker threads, so the trio loop is never blocked.
+    does I/O never blocks the trio loop (worker threads, or non-blocking I/O).
     """
 
     def bind(self, cwd: Path) -> SessionStore:
