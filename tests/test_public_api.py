@@ -46,7 +46,7 @@ SUBPACKAGES = {
         "ToolContext", "ToolError", "ToolSet", "ToolSource", "ToolSourceContext", "Write", "coding_tools", "read_only_tools", "render_result",
         "resolve_tools", "tool",
     },
-    "condukt.schema": {"Schema", "is_structured_type", "schema_for"},
+    "condukt.schema": {"ExternalReference", "Schema", "is_structured_type", "schema_for"},
     "condukt.messages": {
         "AssistantMessage", "Citation", "ContentBlock", "DOCUMENT_TYPES", "DocumentBlock", "ImageBlock", "Message",
         "ProviderBlock", "StopReason", "TextBlock", "ThinkingBlock", "ToolCall", "ToolDefinition", "ToolResultMessage",
