@@ -64,6 +64,7 @@ SUBPACKAGES = {
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
     "condukt.web": {"BrowserGuard", "SessionsFull", "create_app"},
+    "condukt.web.uvicorn": {"HEADER_TIMEOUT", "HTTPProtocol"},
     "condukt.web.observer": {
         "NEW_TOKEN", "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
     },
@@ -142,7 +143,8 @@ PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.agent.lowlevel", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
+    "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.web.uvicorn", "condukt.events",
+    "condukt.ray",
 ]  # fmt: skip
 
 

@@ -309,6 +309,11 @@ def serve(
         config = Config()
         config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
         config.accesslog = None
+        # Set, not left to hypercorn's defaults, because they are what stops slow clients: a connection
+        # without a request in progress (headers still arriving, or nothing sent) is closed after the
+        # keep-alive timeout, and a request's headers may hold 16 KiB at most (docs/http.md, "Security").
+        config.keep_alive_timeout = 5.0
+        config.h11_max_incomplete_size = 16 * 1024
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
             async def shutdown_trigger() -> None:
