@@ -14,8 +14,9 @@ the calling thread, the node's trio thread. Two ways out were measured
 * `google-re2 <https://pypi.org/project/google-re2/>`_ (Google's RE2,
   wheels for CPython 3.11 to 3.13): a pattern either compiles to an
   automaton that matches in linear time, or is refused (lookaround and
-  backreferences); the attack above takes microseconds, and an ordinary
-  pattern costs about what ``re`` costs.
+  backreferences); the attack above takes microseconds, and validating
+  against a schema with an ordinary pattern costs 1.2 to 1.8 times what it
+  costs with ``re`` (some 15 µs more, under a tool call's cost).
 
 So an untrusted schema's ``pattern``, ``patternProperties`` and
 ``additionalProperties`` (which tests property names against
