@@ -20,7 +20,7 @@ from typing import Any
 import referencing
 import referencing.exceptions
 import referencing.jsonschema
-from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
 
 __all__ = ["REGISTRY", "ExternalReference", "check_references"]
 
@@ -45,7 +45,9 @@ def _refuse(uri: str) -> referencing.Resource[Any]:
 
 
 #: The meta-schemas of every JSON Schema draft (bundled with jsonschema), and nothing fetched.
-REGISTRY: referencing.jsonschema.SchemaRegistry = SPECIFICATIONS.combine(referencing.Registry(retrieve=_refuse))
+REGISTRY: referencing.jsonschema.SchemaRegistry = SPECIFICATIONS.combine(
+    referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]  # attrs makes the argument
+)
 
 
 def check_references(schema: Any, meta_schema: Any) -> None:
@@ -72,7 +74,7 @@ def check_references(schema: Any, meta_schema: Any) -> None:
         raise ValueError(f"invalid JSON Schema: {type(exc).__name__}: {exc}") from None
 
 
-def _walk(resource: referencing.Resource[Any], resolver: referencing.Resolver[Any]) -> None:
+def _walk(resource: referencing.Resource[Any], resolver: Any) -> None:
     contents = resource.contents
     if isinstance(contents, dict):
         for keyword in _REFERENCES:
@@ -83,7 +85,7 @@ def _walk(resource: referencing.Resource[Any], resolver: referencing.Resolver[An
         _walk(sub, resolver.in_subresource(sub))
 
 
-def _lookup(resolver: referencing.Resolver[Any], keyword: str, target: str) -> None:
+def _lookup(resolver: Any, keyword: str, target: str) -> None:
     try:
         resolver.lookup(target)
     except referencing.exceptions.Unresolvable as exc:

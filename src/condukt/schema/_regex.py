@@ -48,7 +48,7 @@ RE2_MISSING = (
 )
 
 try:
-    import re2
+    import re2  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover - depends on the environment
     re2 = None
 
@@ -89,12 +89,12 @@ class _Patterns:
 def _keywords(patterns: _Patterns, skip_unevaluated: bool) -> dict[str, Any]:
     search = patterns.search
 
-    def pattern(validator: Validator, patrn: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    def pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
         if validator.is_type(instance, "string") and isinstance(patrn, str) and search(patrn, instance) is False:
             yield ValidationError(f"{instance!r} does not match {patrn!r}")
 
     def pattern_properties(
-        validator: Validator, properties: Any, instance: Any, schema: Any
+        validator: Any, properties: Any, instance: Any, schema: Any
     ) -> Iterator[ValidationError]:
         if not validator.is_type(instance, "object"):
             return
@@ -104,7 +104,7 @@ def _keywords(patterns: _Patterns, skip_unevaluated: bool) -> dict[str, Any]:
                     yield from validator.descend(value, subschema, path=name, schema_path=regex)
 
     def additional_properties(
-        validator: Validator, additional: Any, instance: Any, schema: Any
+        validator: Any, additional: Any, instance: Any, schema: Any
     ) -> Iterator[ValidationError]:
         if not validator.is_type(instance, "object"):
             return
@@ -138,7 +138,7 @@ def _keywords(patterns: _Patterns, skip_unevaluated: bool) -> dict[str, Any]:
     return found
 
 
-def _unchecked(validator: Validator, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+def _unchecked(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
     return iter(())
 
 
@@ -186,5 +186,5 @@ def untrusted_validator(cls: type[Validator], schema: Any, *, label: str = "sche
     if skip_unevaluated:
         logger.warning("%s: unevaluatedProperties not checked here (with patternProperties it needs Python's re)",
                        label)
-    extended: type[Validator] = extend(cls, validators=_keywords(patterns, skip_unevaluated))
+    extended: type[Validator] = extend(cls, validators=_keywords(patterns, skip_unevaluated))  # type: ignore[no-untyped-call]
     return extended

@@ -40,7 +40,7 @@ __all__ = ["HEADER_TIMEOUT", "HTTPProtocol"]
 HEADER_TIMEOUT = 10.0
 
 
-class HTTPProtocol(HttpToolsProtocol):  # type: ignore[misc]  # uvicorn is not typed for subclassing
+class HTTPProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, closing a connection whose request headers take longer than ``header_timeout``.
 
     Subclass to change the limit: ``class Patient(HTTPProtocol): header_timeout = 30.0``.
