@@ -27,8 +27,9 @@ from ._errors import (
     UnsupportedContent,
 )
 from ._fallback import DEFAULT_FALLBACK_ON, Fallback
-from ._http import HttpSettings, configure_http, provider_limits
-from ._limits import ADAPTIVE, DEFAULT_MAX_CONCURRENCY, ProviderLimits
+from ._http.limits import ADAPTIVE, DEFAULT_MAX_CONCURRENCY, ProviderLimits
+from ._http.node import HttpSettings, configure_http, provider_limits
+from ._http.retry import RETRY_STATUSES, RetryPolicy
 from ._model import (
     THINKING_LEVELS,
     Emit,
@@ -39,7 +40,6 @@ from ._model import (
     validate_thinking_level,
 )
 from ._registry import ModelFactory, UnknownProvider, register_provider, registered_providers, resolve_model
-from ._retry import RETRY_STATUSES, RetryPolicy
 from .anthropic import AnthropicModel
 from .gemini import GeminiModel
 from .openai import OpenAIModel, OpenAIPreset

@@ -37,11 +37,12 @@ from ..messages import (
 )
 from ._documents import PDF, note, problem, text_of
 from ._errors import StreamError
-from ._http import DEFAULT_BASE_URLS
-from ._http_model import HttpModel, StreamAssembler, resolve_api_key
+from ._http.keys import resolve_api_key
+from ._http.model import HttpModel, StreamAssembler
+from ._http.node import DEFAULT_BASE_URLS
+from ._http.sse import ServerSentEvent
 from ._model import Emit, ModelRequest
 from ._registry import register_provider
-from ._sse import ServerSentEvent
 from ._wire import (
     WireCache,
     WireError,

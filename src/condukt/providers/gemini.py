@@ -69,11 +69,12 @@ from ..messages import (
 )
 from ._documents import note, problem
 from ._errors import MissingApiKey, StreamError
-from ._http import DEFAULT_BASE_URLS
-from ._http_model import HttpModel, StreamAssembler, resolve_api_key
+from ._http.keys import resolve_api_key
+from ._http.model import HttpModel, StreamAssembler
+from ._http.node import DEFAULT_BASE_URLS
+from ._http.sse import ServerSentEvent
 from ._model import ModelRequest
 from ._registry import register_provider
-from ._sse import ServerSentEvent
 from ._wire import WireCache, WireError, array, check_depth, count, dumps, loads, obj, opt_obj, opt_text, text
 
 __all__ = ["API_VERSION", "FINISH_REASONS", "THINKING_BUDGETS", "GeminiModel", "gemini_model"]

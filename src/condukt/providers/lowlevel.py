@@ -11,9 +11,9 @@ and :meth:`~TrioTransport.exchange_prepared` does so for a head encoded once
 (a :class:`PreparedRequest`).
 """
 
-from ._http_model import HttpModel, StreamAssembler
-from ._sse import ServerSentEvent, SSEDecoder
-from ._transport import PreparedRequest, RawResponse, TrioTransport
+from ._http.model import HttpModel, StreamAssembler
+from ._http.sse import ServerSentEvent, SSEDecoder
+from ._http.transport import PreparedRequest, RawResponse, TrioTransport
 
 __all__ = [
     "HttpModel",

@@ -42,9 +42,9 @@ from typing import Any
 import httpx
 import trio
 
-from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_head, encode_request
-from ._proxy import Proxy, ProxyMap
-from ._read_timer import ReadTimer
+from .http11 import ProtocolError, ResponseHead, ResponseReader, encode_head, encode_request
+from .proxy import Proxy, ProxyMap
+from .read_timer import ReadTimer
 
 __all__ = ["PreparedRequest", "RawResponse", "TrioTransport"]
 
@@ -533,7 +533,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         self._active: set[_Connection] = set()
         self._closed = False
         self._timer = ReadTimer()
-        from .. import __version__  # here: the package is still importing this module at import time
+        from ... import __version__  # here: the package is still importing this module at import time
 
         self._user_agent = (b"User-Agent", b"condukt/" + __version__.encode("ascii"))
         self._prepared: dict[tuple[str, str, tuple[tuple[bytes, bytes], ...]], PreparedRequest] = {}
