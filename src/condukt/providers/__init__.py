@@ -19,12 +19,14 @@ from ._errors import (
     InvalidRequest,
     InvalidResponse,
     MissingApiKey,
+    MissingCredentials,
     ModelRefused,
     ProviderError,
     ProviderUnavailable,
     RateLimited,
     StreamError,
     UnsupportedContent,
+    UnsupportedSetting,
 )
 from ._fallback import DEFAULT_FALLBACK_ON, Fallback
 from ._http.limits import ADAPTIVE, DEFAULT_MAX_CONCURRENCY, ProviderLimits
@@ -40,6 +42,7 @@ from ._model import (
     validate_thinking_level,
 )
 from ._registry import ModelFactory, UnknownProvider, register_provider, registered_providers, resolve_model
+from ._settings import ModelSettings
 from .anthropic import AnthropicModel
 from .gemini import GeminiModel
 from .openai import OpenAIModel, OpenAIPreset
@@ -61,11 +64,13 @@ __all__ = [
     "InvalidRequest",
     "InvalidResponse",
     "MissingApiKey",
+    "MissingCredentials",
     "Model",
     "ModelError",
     "ModelFactory",
     "ModelRefused",
     "ModelRequest",
+    "ModelSettings",
     "OpenAIModel",
     "OpenAIPreset",
     "OpenAIResponsesModel",
@@ -78,6 +83,7 @@ __all__ = [
     "ThinkingLevel",
     "UnknownProvider",
     "UnsupportedContent",
+    "UnsupportedSetting",
     "configure_http",
     "lowlevel",
     "provider_limits",

@@ -20,12 +20,14 @@ __all__ = [
     "InvalidRequest",
     "InvalidResponse",
     "MissingApiKey",
+    "MissingCredentials",
     "ModelRefused",
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
     "StreamError",
     "UnsupportedContent",
+    "UnsupportedSetting",
 ]
 
 
@@ -33,6 +35,16 @@ class MissingApiKey(ModelError, ValueError):
     """No API key was given and the provider's environment variable is not set.
 
     Raised when the model is resolved (at agent start), never at the first request.
+    """
+
+
+class MissingCredentials(MissingApiKey):
+    """Cloud credentials (AWS, Google Cloud, Azure) could not be found, or expired and could not be renewed.
+
+    The message names what to set (``AWS_ACCESS_KEY_ID`` or ``AWS_PROFILE``,
+    ``GOOGLE_APPLICATION_CREDENTIALS``...), never a secret. Raised at agent
+    start when nothing could be found, or before a request when credentials
+    that were found expired: that request is never sent.
     """
 
 
@@ -111,6 +123,19 @@ class UnsupportedContent(InvalidRequest, ValueError):
     Such content already in the history (a tool's result) is sent as a
     note instead (:meth:`~condukt.providers.lowlevel.HttpModel.document_problem`).
     """
+
+
+class UnsupportedSetting(InvalidRequest, ValueError):
+    """A :class:`~condukt.ModelSettings` setting the provider's protocol cannot take (``seed`` on Anthropic's).
+
+    Raised by the model before any request is sent; the message names the
+    protocol and the setting (``setting``). A ``ValueError`` too, as it is a
+    mistake in the caller's settings.
+    """
+
+    def __init__(self, provider: str, message: str, *, setting: str) -> None:
+        super().__init__(provider, message)
+        self.setting = setting
 
 
 class ModelRefused(ProviderError):

@@ -296,6 +296,7 @@ class AnthropicModel(HttpModel):
     """
 
     path = "/v1/messages"
+    protocol = "the Anthropic Messages API"
 
     def __init__(
         self,
@@ -385,8 +386,29 @@ class AnthropicModel(HttpModel):
             head["tools"] = tools
         if budget is not None:
             head["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        settings = request.settings
+        if settings is not None:
+            if settings.temperature is not None:
+                head["temperature"] = settings.temperature
+            if settings.top_p is not None:
+                head["top_p"] = settings.top_p
+            if settings.stop is not None:
+                head["stop_sequences"] = list(settings.stop)
         head.update(self.extra_body)
         return dumps(head)[:-1] + b',"messages":['  # the messages close the object
+
+    def setting_problem(self, name: str, request: ModelRequest) -> str | None:
+        """No ``seed``; with extended thinking, ``temperature`` 1 only and ``top_p`` from 0.95 (the API's rules)."""
+        if name == "seed":
+            return "the API has no seed setting"
+        if request.thinking_level != "off" and self._token_settings(request)[1] is not None:
+            settings = request.settings
+            assert settings is not None
+            if name == "temperature" and settings.temperature != 1:
+                return "extended thinking (thinking_level other than off) takes no temperature but 1"
+            if name == "top_p" and settings.top_p is not None and settings.top_p < 0.95:
+                return "extended thinking (thinking_level other than off) takes top_p from 0.95 to 1 only"
+        return None
 
     def encode_request(self, request: ModelRequest) -> bytes:
         """The Messages API body: consecutive user-side messages (tool results, steers) merged into one.

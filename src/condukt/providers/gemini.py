@@ -290,6 +290,7 @@ class GeminiModel(HttpModel):
     """A Gemini model over ``generateContent``. Options: see :class:`~condukt.providers.HttpModel`."""
 
     path = f"/{API_VERSION}/models"
+    protocol = "Gemini generateContent"
 
     def __init__(self, model: str, **options: Any) -> None:
         options.setdefault("provider", "gemini")
@@ -337,6 +338,16 @@ class GeminiModel(HttpModel):
         thinking = self._thinking(request.thinking_level)
         if thinking is not None:
             config["thinkingConfig"] = thinking
+        settings = request.settings
+        if settings is not None:
+            if settings.temperature is not None:
+                config["temperature"] = settings.temperature
+            if settings.top_p is not None:
+                config["topP"] = settings.top_p
+            if settings.stop is not None:
+                config["stopSequences"] = list(settings.stop)
+            if settings.seed is not None:
+                config["seed"] = settings.seed
         if config:
             head["generationConfig"] = config
         head.update(self.extra_body)

@@ -29,6 +29,7 @@ from .._errors import (
     RateLimited,
     StreamError,
     UnsupportedContent,
+    UnsupportedSetting,
 )
 from .._model import Emit, ModelRequest
 from .._wire import WireError, loads
@@ -148,6 +149,8 @@ class HttpModel(abc.ABC):
 
     #: The endpoint path appended to the base URL.
     path: ClassVar[str]
+    #: The protocol's name, as errors about what it cannot carry say it.
+    protocol: ClassVar[str] = "this protocol"
 
     def __init__(
         self,
@@ -236,6 +239,39 @@ class HttpModel(abc.ABC):
         from another provider), so the conversation is never stuck on it.
         """
         return None
+
+    #: Whether each request carries headers made for it (:meth:`request_headers`).
+    signs_requests: ClassVar[bool] = False
+
+    async def request_headers(self, body: bytes) -> Sequence[tuple[bytes, bytes]]:
+        """Headers made for one request with ``body``: a signature, a token that expires (the default: none).
+
+        Called before each attempt when :attr:`signs_requests` is set, before
+        the request takes a slot of the endpoint's limits. It may wait (a
+        credential refresh in a worker thread); cancelling it cancels the
+        request before anything is sent. It raises
+        :class:`~condukt.providers.MissingCredentials` when no credentials can
+        be had: the request is not sent.
+        """
+        return ()
+
+    def setting_problem(self, name: str, request: ModelRequest) -> str | None:
+        """Why this protocol cannot take the :class:`~condukt.ModelSettings` setting ``name`` for ``request``;
+        ``None`` when it can (the default: every setting).
+
+        :meth:`complete` raises :class:`~condukt.providers.UnsupportedSetting`
+        with this reason before any request.
+        """
+        return None
+
+    def _check_settings(self, request: ModelRequest) -> None:
+        settings = request.settings
+        if settings is None:
+            return
+        for name in settings.given():
+            reason = self.setting_problem(name, request)
+            if reason is not None:
+                raise UnsupportedSetting(self.provider, f"{self.protocol}: {reason}", setting=name)
 
     def _check_documents(self, message: UserMessage) -> None:
         for block in message.content:
@@ -326,9 +362,9 @@ class HttpModel(abc.ABC):
         return deltas, self.decode_end(assembler)
 
     def head(self, request: ModelRequest) -> bytes:
-        """:meth:`encode_head`, re-encoded only when the system prompt, tools,
-        thinking level or output cap change (the agent sends the same ones every turn)."""
-        key = (request.system_prompt, request.tools, request.thinking_level, request.max_tokens)
+        """:meth:`encode_head`, re-encoded only when the system prompt, tools, thinking level,
+        output cap or settings change (the agent sends the same ones every turn)."""
+        key = (request.system_prompt, request.tools, request.thinking_level, request.max_tokens, request.settings)
         cached = self._head_key
         if cached is None or not all(a is b or a == b for a, b in zip(key, cached, strict=True)):
             self._head = self.encode_head(request)
@@ -368,7 +404,9 @@ class HttpModel(abc.ABC):
         is nothing to answer, :class:`~condukt.providers.ModelRefused` when the
         model refused or a content filter withheld the answer,
         :class:`~condukt.providers.UnsupportedContent` before any request
-        when the conversation holds a document type the protocol cannot carry.
+        when the conversation holds a document type the protocol cannot carry,
+        :class:`~condukt.providers.UnsupportedSetting` before any request for
+        a setting the protocol cannot take.
         Cancellation closes the connection of the request in flight.
         """
         messages = request.messages
@@ -380,6 +418,8 @@ class HttpModel(abc.ABC):
         # saw a block in it.)
         if type(last) is UserMessage and (len(last.content) > 1 or type(last.content[0]) is not TextBlock):
             self._check_documents(last)
+        if request.settings is not None:
+            self._check_settings(request)
         body = self.encode_request(request)
         estimate = len(body) // 4
         number = 0
@@ -434,6 +474,8 @@ class HttpModel(abc.ABC):
         return raw
 
     async def _attempt(self, body: bytes, estimate: int, attempt: _Attempt) -> AssistantMessage:
+        # Made before a slot is taken: a credential refresh may wait on the network.
+        extra = await self.request_headers(body) if self.signs_requests else None
         limits = self.limits
         await limits.acquire(attempt, estimate)
         generation = limits.generation
@@ -450,7 +492,7 @@ class HttpModel(abc.ABC):
                     if prepared is None or prepared.transport is not transport:
                         prepared = self._prepared = transport.prepare("POST", self._url, self._raw_headers())
                     response = await transport.exchange_prepared(
-                        prepared, body, timeouts=timeouts, resend=attempt.resend
+                        prepared, body, timeouts=timeouts, resend=attempt.resend, headers=extra
                     )
                 except httpx.TimeoutException as exc:
                     raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
@@ -479,7 +521,7 @@ class HttpModel(abc.ABC):
                 request = httpx.Request(
                     "POST",
                     self._url,
-                    headers=[*self._raw_headers(), (b"Content-Length", b"%d" % len(body))],
+                    headers=[*self._raw_headers(), *(extra or ()), (b"Content-Length", b"%d" % len(body))],
                     stream=httpx.ByteStream(body),
                     extensions={"timeout": timeouts, "condukt.resend": attempt.resend},
                 )
