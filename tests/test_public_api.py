@@ -54,11 +54,11 @@ SUBPACKAGES = {
     },
     "condukt.providers": {
         "ADAPTIVE", "DEFAULT_FALLBACK_ON", "DEFAULT_MAX_CONCURRENCY", "RETRY_STATUSES", "THINKING_LEVELS",
-        "AnthropicModel", "AuthenticationFailed", "Emit", "EmptyPrompt", "Fallback", "GeminiModel", "HttpSettings",
+        "AnthropicModel", "AuthenticationFailed", "AzureOpenAIModel", "AzureResponsesModel", "Emit", "EmptyPrompt", "Fallback", "GeminiModel", "HttpSettings",
         "InvalidRequest", "InvalidResponse", "MissingApiKey", "MissingCredentials", "Model", "ModelError", "ModelFactory", "ModelRefused",
         "ModelRequest", "ModelSettings", "OpenAIModel", "OpenAIPreset", "OpenAIResponsesModel", "ProviderError", "ProviderLimits",
         "ProviderUnavailable", "RateLimited", "RetryPolicy", "StreamError", "ThinkingLevel", "UnknownProvider",
-        "UnsupportedContent", "UnsupportedSetting", "configure_http", "lowlevel", "provider_limits", "register_provider",
+        "UnsupportedContent", "UnsupportedSetting", "VertexAnthropicModel", "VertexGeminiModel", "configure_http", "lowlevel", "provider_limits", "register_provider",
         "registered_providers", "resolve_model", "validate_thinking_level",
     },
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},

@@ -1,9 +1,11 @@
 """Model providers: the :class:`Model` interface, the registry, and one module per wire protocol.
 
 Importing this package registers ``anthropic:`` (:mod:`.anthropic`),
-``gemini:`` (:mod:`.gemini`), ``openai-responses:`` (:mod:`.openai_responses`)
-and ``openai:``, ``ollama:``, ``openrouter:``, ``groq:``, ``together:``,
-``vllm:`` (:mod:`.openai`), so ``resolve_model("anthropic:claude-sonnet-4-5")``
+``gemini:`` (:mod:`.gemini`), ``openai-responses:`` (:mod:`.openai_responses`),
+``openai:``, ``ollama:``, ``openrouter:``, ``groq:``, ``together:``,
+``vllm:``, ``mistral:``, ``xai:``, ``deepseek:`` (:mod:`.openai`),
+``azure:`` (:mod:`.azure`), ``vertex:`` and ``vertex-anthropic:``
+(:mod:`.vertex`) and ``bedrock:`` (:mod:`.bedrock`), so ``resolve_model("anthropic:claude-sonnet-4-5")``
 works. All of them send through the node's shared ``httpx.AsyncClient``
 (:func:`configure_http`) under node-wide :class:`ProviderLimits`, retry per
 a :class:`RetryPolicy`, and fail with a :class:`ProviderError` subclass.
@@ -44,9 +46,11 @@ from ._model import (
 from ._registry import ModelFactory, UnknownProvider, register_provider, registered_providers, resolve_model
 from ._settings import ModelSettings
 from .anthropic import AnthropicModel
+from .azure import AzureOpenAIModel, AzureResponsesModel
 from .gemini import GeminiModel
 from .openai import OpenAIModel, OpenAIPreset
 from .openai_responses import OpenAIResponsesModel
+from .vertex import VertexAnthropicModel, VertexGeminiModel
 
 __all__ = [
     "ADAPTIVE",
@@ -56,6 +60,8 @@ __all__ = [
     "THINKING_LEVELS",
     "AnthropicModel",
     "AuthenticationFailed",
+    "AzureOpenAIModel",
+    "AzureResponsesModel",
     "Emit",
     "EmptyPrompt",
     "Fallback",
@@ -84,6 +90,8 @@ __all__ = [
     "UnknownProvider",
     "UnsupportedContent",
     "UnsupportedSetting",
+    "VertexAnthropicModel",
+    "VertexGeminiModel",
     "configure_http",
     "lowlevel",
     "provider_limits",

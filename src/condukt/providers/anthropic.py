@@ -365,7 +365,13 @@ class AnthropicModel(HttpModel):
         return max_tokens, None  # too small a cap to think at all
 
     def encode_head(self, request: ModelRequest) -> bytes:
-        """Model, output cap, stream flag, system prompt, tools and thinking budget."""
+        """Model, output cap, stream flag, system prompt, tools, thinking budget and settings."""
+        head = self.head_fields(request)
+        head.update(self.extra_body)
+        return dumps(head)[:-1] + b',"messages":['  # the messages close the object
+
+    def head_fields(self, request: ModelRequest) -> dict[str, Any]:
+        """The body's fields before ``messages`` (without ``extra_body``), for :meth:`encode_head`."""
         max_tokens, budget = self._token_settings(request)
         head: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
         if self.stream:
@@ -394,8 +400,7 @@ class AnthropicModel(HttpModel):
                 head["top_p"] = settings.top_p
             if settings.stop is not None:
                 head["stop_sequences"] = list(settings.stop)
-        head.update(self.extra_body)
-        return dumps(head)[:-1] + b',"messages":['  # the messages close the object
+        return head
 
     def setting_problem(self, name: str, request: ModelRequest) -> str | None:
         """No ``seed``; with extended thinking, ``temperature`` 1 only and ``top_p`` from 0.95 (the API's rules)."""

@@ -241,7 +241,7 @@ class HttpModel(abc.ABC):
         return None
 
     #: Whether each request carries headers made for it (:meth:`request_headers`).
-    signs_requests: ClassVar[bool] = False
+    signs_requests: bool = False
 
     async def request_headers(self, body: bytes) -> Sequence[tuple[bytes, bytes]]:
         """Headers made for one request with ``body``: a signature, a token that expires (the default: none).

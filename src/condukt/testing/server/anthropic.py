@@ -1,6 +1,10 @@
-"""The Anthropic Messages API, served: ``POST .../v1/messages`` (and Vertex AI's ``:rawPredict``).
+"""The Anthropic Messages API, served: ``POST .../v1/messages``, and Claude on Vertex AI's ``:rawPredict``.
 
-Mirrors :mod:`condukt.providers.anthropic`; shapes from the Messages API reference.
+Mirrors :mod:`condukt.providers.anthropic` and :mod:`condukt.providers.vertex`;
+shapes from the Messages API reference and Vertex AI's (``rawPredict`` and
+``streamRawPredict`` take the Messages API body without ``model``, with
+``anthropic_version``; Vertex AI answers quota and permission errors in
+Google's error shape).
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from typing import Any
 
 from ._protocol import RecordedRequest, WireProtocol, dumps, pieces, register, sse
 from ._steps import Reply
+from .gemini import gemini_error
 
-__all__ = ["PROTOCOL", "anthropic_body", "anthropic_error", "anthropic_frames"]
+__all__ = ["PROTOCOL", "VERTEX_PROTOCOL", "anthropic_body", "anthropic_error", "anthropic_frames"]
 
 
 def anthropic_body(step: Reply, model: str) -> dict[str, Any]:
@@ -123,3 +128,22 @@ class _Anthropic(WireProtocol):
 
 #: The Messages API.
 PROTOCOL = register(_Anthropic())
+
+
+class _VertexAnthropic(_Anthropic):
+    name = "vertex-anthropic"
+
+    def matches(self, route: str) -> bool:
+        return "/publishers/anthropic/models/" in route and route.endswith((":rawPredict", ":streamRawPredict"))
+
+    def model(self, request: RecordedRequest) -> str:
+        return request.path.partition("/models/")[2].partition(":")[0] or "model"
+
+    def error_body(self, status: int, error_type: str | None, message: str) -> bytes:
+        if status in (401, 403, 404, 429):  # Vertex AI's own checks: Google's shape
+            return dumps(gemini_error(status, error_type, message))
+        return super().error_body(status, error_type, message)
+
+
+#: Claude on Vertex AI.
+VERTEX_PROTOCOL = register(_VertexAnthropic())

@@ -1,6 +1,9 @@
 """OpenAI Chat Completions, served: ``POST .../chat/completions`` (OpenAI and its compatibles, Azure's deployments).
 
-Mirrors :mod:`condukt.providers.openai`; shapes from the Chat Completions API reference.
+Mirrors :mod:`condukt.providers.openai` and :mod:`condukt.providers.azure`;
+shapes from the Chat Completions API reference and Azure OpenAI's REST
+reference (``/openai/deployments/{deployment}/chat/completions`` and
+``/openai/v1/chat/completions``; errors with the status as the ``code``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 from ._protocol import RecordedRequest, WireProtocol, dumps, pieces, register
 from ._steps import Reply
 
-__all__ = ["PROTOCOL", "openai_body", "openai_error", "openai_frames"]
+__all__ = ["AZURE_PROTOCOL", "PROTOCOL", "azure_error", "openai_body", "openai_error", "openai_frames"]
 
 
 def openai_body(step: Reply, model: str) -> dict[str, Any]:
@@ -101,6 +104,11 @@ def openai_error(status: int, error_type: str | None, message: str) -> dict[str,
     }
 
 
+def azure_error(status: int, error_type: str | None, message: str) -> dict[str, Any]:
+    """An Azure OpenAI error body: ``code`` is Azure's (``"DeploymentNotFound"``) or the status as a string."""
+    return {"error": {"code": error_type or str(status or 500), "message": message}}
+
+
 class _ChatCompletions(WireProtocol):
     name = "openai"
     document_types = ("file",)
@@ -126,5 +134,21 @@ class _ChatCompletions(WireProtocol):
         return b"data: " + dumps(openai_error(0, error_type, message)) + b"\n\n"
 
 
+class _AzureChat(_ChatCompletions):
+    name = "azure"
+
+    def matches(self, route: str) -> bool:
+        return route.endswith("/chat/completions") and "/openai/" in route
+
+    def model(self, request: RecordedRequest) -> str:
+        deployment = request.path.partition("/deployments/")[2].partition("/")[0]
+        return deployment or super().model(request)
+
+    def error_body(self, status: int, error_type: str | None, message: str) -> bytes:
+        return dumps(azure_error(status, error_type, message))
+
+
+#: Chat Completions on Azure OpenAI (before the plain one: its paths end alike).
+AZURE_PROTOCOL = register(_AzureChat())
 #: Chat Completions.
 PROTOCOL = register(_ChatCompletions())
