@@ -54,7 +54,7 @@ SUBPACKAGES = {
     },
     "condukt.providers": {
         "ADAPTIVE", "DEFAULT_FALLBACK_ON", "DEFAULT_MAX_CONCURRENCY", "RETRY_STATUSES", "THINKING_LEVELS",
-        "AnthropicModel", "AuthenticationFailed", "AzureOpenAIModel", "AzureResponsesModel", "Emit", "EmptyPrompt", "Fallback", "GeminiModel", "HttpSettings",
+        "AnthropicModel", "AuthenticationFailed", "AzureOpenAIModel", "AzureResponsesModel", "BedrockModel", "CorruptFrame", "Emit", "EmptyPrompt", "Fallback", "GeminiModel", "HttpSettings",
         "InvalidRequest", "InvalidResponse", "MissingApiKey", "MissingCredentials", "Model", "ModelError", "ModelFactory", "ModelRefused",
         "ModelRequest", "ModelSettings", "OpenAIModel", "OpenAIPreset", "OpenAIResponsesModel", "ProviderError", "ProviderLimits",
         "ProviderUnavailable", "RateLimited", "RetryPolicy", "StreamError", "ThinkingLevel", "UnknownProvider",

@@ -17,6 +17,7 @@ from typing import Any
 from . import lowlevel
 from ._errors import (
     AuthenticationFailed,
+    CorruptFrame,
     EmptyPrompt,
     InvalidRequest,
     InvalidResponse,
@@ -47,6 +48,7 @@ from ._registry import ModelFactory, UnknownProvider, register_provider, registe
 from ._settings import ModelSettings
 from .anthropic import AnthropicModel
 from .azure import AzureOpenAIModel, AzureResponsesModel
+from .bedrock import BedrockModel
 from .gemini import GeminiModel
 from .openai import OpenAIModel, OpenAIPreset
 from .openai_responses import OpenAIResponsesModel
@@ -62,6 +64,8 @@ __all__ = [
     "AuthenticationFailed",
     "AzureOpenAIModel",
     "AzureResponsesModel",
+    "BedrockModel",
+    "CorruptFrame",
     "Emit",
     "EmptyPrompt",
     "Fallback",

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthenticationFailed",
+    "CorruptFrame",
     "EmptyPrompt",
     "InvalidRequest",
     "InvalidResponse",
@@ -184,3 +185,14 @@ class StreamError(InvalidResponse):
     """
 
     retryable = True
+
+
+class CorruptFrame(StreamError):
+    """A frame of a binary event stream (AWS's ``application/vnd.amazon.eventstream``) failed its checks.
+
+    Its prelude or message CRC32 does not match, or its lengths are
+    impossible: the bytes were damaged on the way (or the server is not
+    speaking the protocol). Like any :class:`StreamError`, the request is
+    retried only if nothing had been streamed yet.
+    """
+

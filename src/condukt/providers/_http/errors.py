@@ -21,7 +21,16 @@ __all__ = ["error_details", "error_for_type"]
 #: OpenAI's) spell them; the HTTP status, when there is one, comes first.
 _QUOTA_KINDS = frozenset({"insufficient_quota", "billing_error", "billing_hard_limit_reached", "quota_exceeded"})
 _RATE_KINDS = frozenset(
-    {"rate_limit_error", "rate_limit_exceeded", "ratelimiterror", "rate_limited", "too_many_requests"}
+    {
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "ratelimiterror",
+        "rate_limited",
+        "too_many_requests",
+        # AWS Bedrock's exception names (a stream's exceptions have no HTTP status).
+        "throttlingexception",
+        "modelnotreadyexception",
+    }
 )
 _AUTH_KINDS = frozenset(
     {
@@ -36,6 +45,10 @@ _AUTH_KINDS = frozenset(
         "unauthenticated",
         "permission_denied",
         "api_key_invalid",
+        "accessdeniedexception",
+        "unrecognizedclientexception",
+        "expiredtokenexception",
+        "invalidsignatureexception",
     }
 )
 _UNAVAILABLE_KINDS = frozenset(
@@ -55,6 +68,10 @@ _UNAVAILABLE_KINDS = frozenset(
         "internal",
         "unavailable",
         "deadline_exceeded",
+        "serviceunavailableexception",
+        "internalserverexception",
+        "modelstreamerrorexception",
+        "modeltimeoutexception",
     }
 )
 _INVALID_KINDS = frozenset(
@@ -71,6 +88,9 @@ _INVALID_KINDS = frozenset(
         "invalid_argument",
         "failed_precondition",
         "not_found",
+        "validationexception",
+        "resourcenotfoundexception",
+        "modelerrorexception",
     }
 )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import logging
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import httpx
 import trio
@@ -39,7 +39,15 @@ from .retry import RetryPolicy, parse_retry_after, retry_policy
 from .sse import ServerSentEvent, SSEDecoder
 from .transport import PreparedRequest, TrioTransport
 
-__all__ = ["HttpModel", "StreamAssembler"]
+__all__ = ["HttpModel", "StreamAssembler", "StreamDecoder"]
+
+
+class StreamDecoder(Protocol):
+    """Cuts a streamed body into events: ``feed(chunk)`` returns the events ``chunk`` completes."""
+
+    def feed(self, chunk: bytes) -> Sequence[Any]:
+        """The events completed by ``chunk`` (which may end anywhere)."""
+        ...
 
 logger = logging.getLogger("condukt.providers")
 
@@ -209,7 +217,7 @@ class HttpModel(abc.ABC):
         request_headers = {"content-type": "application/json", "accept": "application/json"}
         request_headers.update(self.auth_headers(api_key))
         if stream:
-            request_headers["accept"] = "text/event-stream"
+            request_headers["accept"] = self.stream_content_type.decode("ascii")
         request_headers.update(headers or {})
         self._headers = httpx.Headers(request_headers)
         self._raw: list[tuple[bytes, bytes]] | None = None
@@ -254,6 +262,26 @@ class HttpModel(abc.ABC):
         be had: the request is not sent.
         """
         return ()
+
+    #: The content type of a streamed response (the default: server-sent events).
+    stream_content_type: ClassVar[bytes] = b"text/event-stream"
+
+    def stream_decoder(self) -> StreamDecoder:
+        """A fresh decoder for one streamed body: :class:`SSEDecoder` unless the protocol frames it otherwise.
+
+        Its ``feed(chunk)`` returns the events ``chunk`` completes, each given
+        to the assembler's ``take``; it raises a
+        :class:`~condukt.providers.StreamError` for bytes that are not the framing.
+        """
+        return SSEDecoder()
+
+    def describe_error(self, payload: Any, headers: httpx.Headers) -> tuple[str | None, Any, str | None]:
+        """``(type, code, message)`` of an error response: its decoded JSON ``payload`` (any value) and its headers.
+
+        The default reads the usual body shapes (:func:`error_details`); a
+        protocol whose error type travels in a header overrides it.
+        """
+        return error_details(payload)
 
     def setting_problem(self, name: str, request: ModelRequest) -> str | None:
         """Why this protocol cannot take the :class:`~condukt.ModelSettings` setting ``name`` for ``request``;
@@ -353,7 +381,7 @@ class HttpModel(abc.ABC):
         What :meth:`complete` does with a streamed body, minus the network:
         raises a :class:`ProviderError` and nothing else.
         """
-        decoder = SSEDecoder()
+        decoder = self.stream_decoder()
         assembler = self.stream_assembler()
         deltas: list[Event] = []
         for chunk in chunks:
@@ -501,7 +529,7 @@ class HttpModel(abc.ABC):
                 try:
                     if response.status_code >= 400 or response.header(b"content-encoding") is not None:
                         message = await self._handle(response.to_httpx(), attempt)
-                    elif self.stream and (response.header(b"content-type") or b"").startswith(b"text/event-stream"):
+                    elif self.stream and (response.header(b"content-type") or b"").startswith(self.stream_content_type):
                         message = await self._read_events(response.stream, attempt)
                     else:
                         try:
@@ -562,7 +590,7 @@ class HttpModel(abc.ABC):
     async def _handle(self, response: httpx.Response, attempt: _Attempt) -> AssistantMessage:
         if response.status_code >= 400:
             raise await self._status_error(response)
-        if self.stream and response.headers.get("content-type", "").startswith("text/event-stream"):
+        if self.stream and response.headers.get("content-type", "").startswith(self.stream_content_type.decode()):
             # Without a content encoding the body needs no decoding: read the
             # stream itself rather than through two layers of async generators.
             chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.stream
@@ -587,7 +615,7 @@ class HttpModel(abc.ABC):
         return message
 
     async def _read_events(self, chunks: AsyncIterable[bytes], attempt: _Attempt) -> AssistantMessage:
-        decoder = SSEDecoder()
+        decoder = self.stream_decoder()
         assembler = self.stream_assembler()
         try:
             async for chunk in chunks:
@@ -610,7 +638,7 @@ class HttpModel(abc.ABC):
             payload = loads(response.content) if response.content else None
         except (httpx.HTTPError, ValueError):
             payload = None
-        error_type, code, message = error_details(payload)
+        error_type, code, message = self.describe_error(payload, response.headers)
         if message is None:
             text = response.text.strip() if response.is_closed else ""
             message = text or response.reason_phrase or "error"
@@ -620,7 +648,9 @@ class HttpModel(abc.ABC):
             self.redact(message),
             code=code,
             status_code=status,
-            request_id=response.headers.get("request-id") or response.headers.get("x-request-id"),
+            request_id=response.headers.get("request-id")
+            or response.headers.get("x-request-id")
+            or response.headers.get("x-amzn-requestid"),
             retry_after=parse_retry_after(response.headers),
         )
 

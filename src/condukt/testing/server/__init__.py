@@ -1,4 +1,4 @@
-"""A local HTTP/1.1 server speaking the Anthropic Messages, OpenAI Chat Completions and Gemini wire formats.
+"""A local HTTP/1.1 server speaking the providers' wire formats: Anthropic, OpenAI, Gemini, Bedrock, Vertex AI, Azure.
 
 For your own tests of agents on real providers' wire formats, without a
 network: ``from condukt.testing.server import ProtocolServer, reply, Status``.
@@ -12,7 +12,8 @@ empty) and renders it in the protocol of the path it came to
 (``.../v1/messages``, ``.../chat/completions``, OpenAI's ``.../responses``
 or Gemini's ``.../models/{model}:generateContent``), streamed as server-sent events
 when the body says ``"stream": true`` (Gemini: the path asks for
-``:streamGenerateContent``). Responses are built from the
+``:streamGenerateContent``; Bedrock: ``/converse-stream``, answered in
+binary event-stream frames). Responses are built from the
 providers' public API references (condukt's repository keeps
 recorded-format samples in ``tests/fixtures/``).
 
@@ -23,8 +24,11 @@ event or garbage, or waits on a gate), :class:`Malformed` (a 200 whose body
 is not JSON), :class:`Disconnect` (close without answering), :class:`Slow`
 (delay the first byte of another step), :class:`Raw` (a recorded body).
 
-One module per protocol, as in :mod:`condukt.providers`: :mod:`.anthropic`,
-:mod:`.openai`, :mod:`.openai_responses`, :mod:`.gemini`, each defining
+One module per protocol, as in :mod:`condukt.providers`: :mod:`.anthropic`
+(Claude on Vertex AI's ``:rawPredict`` too), :mod:`.openai` (Azure
+OpenAI's deployments too), :mod:`.openai_responses`, :mod:`.gemini` (Vertex
+AI's ``publishers/google`` paths too) and :mod:`.bedrock` (``Converse``,
+``ConverseStream`` in AWS's binary event-stream framing), each defining
 how its protocol renders a step and registering it; the HTTP plumbing is
 shared.
 
@@ -37,12 +41,13 @@ requests are counted. Run as a script (``python -m condukt.testing.server
 from __future__ import annotations
 
 # The protocol modules register themselves, in routing order.
-from . import anthropic, gemini, openai, openai_responses  # noqa: F401
+from . import anthropic, bedrock, gemini, openai, openai_responses  # noqa: F401
 from ._prompt_cache import PromptCache
 from ._protocol import RecordedRequest
 from ._server import ProtocolServer, tool_then_answer
 from ._steps import Disconnect, Fault, Malformed, Raw, Reply, Slow, Status, ToolUse, reply, tool_use
 from .anthropic import anthropic_body, anthropic_error, anthropic_frames
+from .bedrock import bedrock_body, bedrock_error, bedrock_frames, event_frame
 from .gemini import gemini_body, gemini_error, gemini_frames
 from .openai import openai_body, openai_error, openai_frames
 from .openai_responses import responses_body, responses_frames
@@ -50,7 +55,8 @@ from .openai_responses import responses_body, responses_frames
 __all__ = [
     "Disconnect", "Fault", "Malformed", "PromptCache", "ProtocolServer", "Raw", "RecordedRequest", "Reply", "Slow",
     "Status",
-    "ToolUse", "anthropic_body", "anthropic_error", "anthropic_frames", "gemini_body", "gemini_error",
+    "ToolUse", "anthropic_body", "anthropic_error", "anthropic_frames", "bedrock_body", "bedrock_error",
+    "bedrock_frames", "event_frame", "gemini_body", "gemini_error",
     "gemini_frames", "openai_body", "openai_error", "openai_frames", "reply", "responses_body", "responses_frames",
     "tool_then_answer", "tool_use",
 ]  # fmt: skip
