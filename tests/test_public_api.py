@@ -56,7 +56,7 @@ SUBPACKAGES = {
         "ADAPTIVE", "DEFAULT_FALLBACK_ON", "DEFAULT_MAX_CONCURRENCY", "RETRY_STATUSES", "THINKING_LEVELS",
         "AnthropicModel", "AuthenticationFailed", "AzureOpenAIModel", "AzureResponsesModel", "BedrockModel", "CorruptFrame", "Emit", "EmptyPrompt", "Fallback", "GeminiModel", "HttpSettings",
         "InvalidRequest", "InvalidResponse", "MissingApiKey", "MissingCredentials", "Model", "ModelError", "ModelFactory", "ModelRefused",
-        "ModelRequest", "ModelSettings", "OpenAIModel", "OpenAIPreset", "OpenAIResponsesModel", "ProviderError", "ProviderLimits",
+        "ModelRequest", "ModelSettings", "OpenAIModel", "OpenAIPreset", "OpenAIResponsesModel", "Price", "ProviderError", "ProviderLimits",
         "ProviderUnavailable", "RateLimited", "RetryPolicy", "StreamError", "ThinkingLevel", "UnknownProvider",
         "UnsupportedContent", "UnsupportedSetting", "VertexAnthropicModel", "VertexGeminiModel", "configure_http", "lowlevel", "provider_limits", "register_provider",
         "registered_providers", "resolve_model", "validate_thinking_level",

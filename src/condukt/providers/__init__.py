@@ -44,6 +44,7 @@ from ._model import (
     ThinkingLevel,
     validate_thinking_level,
 )
+from ._prices import Price
 from ._registry import ModelFactory, UnknownProvider, register_provider, registered_providers, resolve_model
 from ._settings import ModelSettings
 from .anthropic import AnthropicModel
@@ -84,6 +85,7 @@ __all__ = [
     "OpenAIModel",
     "OpenAIPreset",
     "OpenAIResponsesModel",
+    "Price",
     "ProviderError",
     "ProviderLimits",
     "ProviderUnavailable",

@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
+import attrs
 import httpx
 import trio
 
@@ -32,6 +33,7 @@ from .._errors import (
     UnsupportedSetting,
 )
 from .._model import Emit, ModelRequest
+from .._prices import Price, cached_price, lookup_price, price_option
 from .._wire import WireError, loads
 from .errors import error_details, error_for_type
 from .node import DEFAULT_BASE_URLS, NodeHttp, endpoint_name, node_http
@@ -139,8 +141,11 @@ class HttpModel(abc.ABC):
     provider endpoint; given here they reconfigure them), ``timeout``
     (seconds to connect and between two chunks of the response),
     ``max_tokens`` (default output cap), ``headers`` (extra request
-    headers), ``extra_body`` (extra top-level request fields) and
-    ``http_client`` (an ``httpx.AsyncClient`` to use instead of the node's).
+    headers), ``extra_body`` (extra top-level request fields),
+    ``http_client`` (an ``httpx.AsyncClient`` to use instead of the node's)
+    and ``prices`` (a :class:`~condukt.providers.Price` or ``(input,
+    output)`` dollars per million tokens for ``Usage.cost``; by default the
+    ``genai-prices`` table's, when installed; ``False``: no cost).
 
     ``complete`` retries what is worth retrying (see
     :class:`~condukt.providers.RetryPolicy`) as long as nothing was streamed
@@ -178,6 +183,7 @@ class HttpModel(abc.ABC):
         max_tokens: int | None = None,
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        prices: Any = None,
     ) -> None:
         if not model:
             raise ValueError(f"{provider}: empty model name")
@@ -194,6 +200,8 @@ class HttpModel(abc.ABC):
         self.retry: RetryPolicy = retry_policy(retry)
         self.max_tokens = max_tokens
         self.extra_body: dict[str, Any] = dict(extra_body or {})
+        #: The prices responses are costed at: given, ``None`` (the ``genai-prices`` table) or ``False`` (none).
+        self.prices = price_option(prices)
         self._api_key = api_key
         if node is None:
             node = current_node()
@@ -469,6 +477,8 @@ class HttpModel(abc.ABC):
                 logger.info("%s: attempt %d failed (%s); retrying in %.2fs", self.name, number, exc.reason, delay)
                 await emit(Retry(self.provider, number, exc.reason, delay))
                 await trio.sleep(delay)
+        if self.prices is not False and message.usage.has_tokens:
+            message = await self._priced(message)
         if message.stop_reason in _REFUSALS:
             refusal = message.text.strip()
             what = "the model refused to answer"
@@ -481,6 +491,26 @@ class HttpModel(abc.ABC):
                 response=message,
             )
         return message
+
+    async def _priced(self, message: AssistantMessage) -> AssistantMessage:
+        """``message`` with its usage's ``cost``: from the given prices, else the table's for the model that
+        answered (or the one asked for); unchanged when neither is known."""
+        usage = message.usage
+        prices = self.prices
+        if isinstance(prices, Price):
+            cost: float | None = prices.cost(usage)
+        else:
+            entry = None
+            for model in dict.fromkeys((message.model or self.model, self.model)):
+                known, entry = cached_price(self.provider, model)
+                if not known:
+                    entry = await lookup_price(self.provider, model)
+                if entry is not None:
+                    break
+            cost = None if entry is None else entry.cost(usage)
+        if cost is None:
+            return message
+        return attrs.evolve(message, usage=attrs.evolve(usage, cost=cost))
 
     def _request_timeouts(self) -> dict[str, float | None]:
         timeouts = self._timeouts
