@@ -118,3 +118,32 @@ async def test_anthropic_refuses_a_temperature_with_extended_thinking(node: cond
     assert server.requests == []
     server.add(server_reply("ok"))
     assert await agent.run("hi", model_settings={"temperature": 1, "top_p": 0.95}) == "ok"
+
+
+async def test_the_cloud_protocols_take_them_under_their_own_names(node: condukt.Node, server: ProtocolServer) -> None:
+    """Vertex AI (Gemini's generationConfig, Claude's Messages fields), Azure (Chat Completions)."""
+    accepted = condukt.ModelSettings(temperature=0.2, top_p=0.9, max_tokens=77, stop=["END"])
+    server.add(server_reply("a"), server_reply("b"), server_reply("c"))
+    vertex_options = {"project": "p", "location": "us-east5", "token": "t", "stream": False}
+    for model, options in [
+        ("vertex:gemini-2.5-flash", vertex_options),
+        ("vertex-anthropic:claude-sonnet-4-5", vertex_options),
+        ("azure:dep", {"stream": False}),
+    ]:
+        agent = await node.spawn(
+            condukt.Agent,
+            model=model,
+            base_url=server.url,
+            api_key="k" if model.startswith("azure") else None,
+            model_options=options,
+            model_settings=accepted,
+        )
+        await agent.run("hi")
+    gemini, claude, azure = (request.body for request in server.requests)
+    assert gemini["generationConfig"] == {"maxOutputTokens": 77, "temperature": 0.2, "topP": 0.9, "stopSequences": ["END"]}
+    assert _subset(claude, {"max_tokens": 77, "temperature": 0.2, "top_p": 0.9, "stop_sequences": ["END"]}) == {
+        "max_tokens": 77, "temperature": 0.2, "top_p": 0.9, "stop_sequences": ["END"],
+    }
+    assert _subset(azure, {"max_completion_tokens": 0, "temperature": 0, "top_p": 0, "stop": 0}) == {
+        "max_completion_tokens": 77, "temperature": 0.2, "top_p": 0.9, "stop": ["END"],
+    }
