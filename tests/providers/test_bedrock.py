@@ -474,3 +474,11 @@ async def test_a_bedrock_api_key_is_a_bearer_token_without_signing(node: condukt
     assert await agent.run("hi") == "ok"
     [request] = server.requests
     assert request.headers["authorization"] == "Bearer bedrock-api-key-123" and "x-amz-date" not in request.headers
+
+
+async def test_secrets_echoed_in_an_error_are_redacted(node: condukt.Node, server: ProtocolServer) -> None:
+    server.add(Status(403, f"The request signature we calculated does not match ({SECRET}, {TOKEN})", error_type="InvalidSignatureException"))
+    agent = await spawn(node, server)
+    with pytest.raises(AuthenticationFailed) as caught:
+        await agent.run("hi")
+    assert SECRET not in str(caught.value) and TOKEN not in str(caught.value)

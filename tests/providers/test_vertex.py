@@ -181,3 +181,11 @@ async def test_a_token_callable_is_asked_before_each_request(node: condukt.Node,
 async def test_an_api_key_is_refused() -> None:
     with pytest.raises(ValueError, match="OAuth token, not an API key"):
         resolve_model("vertex:gemini-2.5-flash", api_key="AIza...", project="p", token=TOKEN)
+
+
+async def test_a_token_echoed_in_an_error_is_redacted(node: condukt.Node, server: ProtocolServer) -> None:
+    server.add(Status(401, f"Request had invalid authentication credentials: Bearer {TOKEN}"))
+    agent = await spawn(node, server, "vertex")
+    with pytest.raises(AuthenticationFailed) as caught:
+        await agent.run("hi")
+    assert TOKEN not in str(caught.value) and "[redacted]" in str(caught.value)

@@ -91,6 +91,12 @@ class TokenSource:
             return cls(provider, fetch_async, hint)
         return cls(provider, lambda: token_of(function()), hint, sync_inline=True)
 
+    @property
+    def current(self) -> str | None:
+        """The token in use, if one was had (for redaction)."""
+        header = self._header
+        return None if header is None else header[1][len(b"Bearer ") :].decode("ascii")
+
     def _fresh(self) -> bool:
         expires = self._expires_at
         return self._header is not None and (expires is None or expires - REFRESH_MARGIN > time.time())

@@ -162,6 +162,13 @@ class _Azure:
         """``api-key`` when there is a key (an Entra ID token is made per request instead)."""
         return {"api-key": api_key} if api_key else {}
 
+    def secret_values(self) -> Sequence[str]:
+        """The API key, if any, and the bearer token in use."""
+        tokens = self._tokens
+        token = None if tokens is None else tokens.current
+        key: Any = getattr(self, "_api_key", None)
+        return tuple(value for value in (key, token) if value)
+
     async def request_headers(self, body: bytes) -> Sequence[tuple[bytes, bytes]]:
         """``Authorization: Bearer <Entra ID token>``, renewed when about to expire (only without a key).
 

@@ -281,9 +281,11 @@ def _content_block(item: Any, where: str) -> ContentBlock | None:
 class _Credentials:
     """SigV4 credentials: given, or botocore's chain searched in a worker thread; renewed when they expire."""
 
-    __slots__ = ("_credentials", "_lock", "_profile", "_searched")
+    __slots__ = ("_credentials", "_lock", "_profile", "_searched", "last")
 
     def __init__(self, credentials: Any, profile: str | None) -> None:
+        #: The frozen credentials the last request was signed with (for redaction).
+        self.last: Any = None
         self._credentials = credentials
         self._profile = profile
         self._searched = credentials is not None
@@ -297,10 +299,12 @@ class _Credentials:
         """
         credentials = self._credentials
         if credentials is not None and not _needs_refresh(credentials):
-            return credentials.get_frozen_credentials()
+            self.last = credentials.get_frozen_credentials()
+            return self.last
         async with self._lock:
             try:
-                return await trio.to_thread.run_sync(self._frozen_blocking, abandon_on_cancel=True)
+                self.last = await trio.to_thread.run_sync(self._frozen_blocking, abandon_on_cancel=True)
+                return self.last
             except MissingCredentials:
                 raise
             except Exception as exc:  # botocore's credential errors share no base class worth naming
@@ -410,6 +414,14 @@ class BedrockModel(HttpModel):
         if signer is None:
             return ()
         return sign(await signer.frozen(), self.region, self._url_text, body)
+
+    def secret_values(self) -> Sequence[str]:
+        """The Bedrock API key, or the secret key and session token of the signing credentials."""
+        signer = self._signer
+        values = list(super().secret_values())
+        if signer is not None and signer.last is not None:
+            values.extend(value for value in (signer.last.secret_key, signer.last.token) if value)
+        return values
 
     def document_problem(self, block: DocumentBlock) -> str | None:
         """The formats of :data:`DOCUMENT_FORMATS` and any ``text/*`` (as ``txt``), as base64 data."""

@@ -191,6 +191,13 @@ class _Vertex:
         """None fixed: the bearer token is made per request (:meth:`request_headers`)."""
         return {}
 
+    def secret_values(self) -> Sequence[str]:
+        """The API key, if any, and the bearer token in use."""
+        tokens = self._tokens
+        token = None if tokens is None else tokens.current
+        key: Any = getattr(self, "_api_key", None)
+        return tuple(value for value in (key, token) if value)
+
     async def request_headers(self, body: bytes) -> Sequence[tuple[bytes, bytes]]:
         """``Authorization: Bearer <token>``, renewed in a worker thread when it is about to expire.
 

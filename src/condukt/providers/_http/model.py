@@ -684,11 +684,15 @@ class HttpModel(abc.ABC):
             retry_after=parse_retry_after(response.headers),
         )
 
+    def secret_values(self) -> Sequence[str]:
+        """The secrets this model sends (its API key; a token or signing key a protocol adds), for :meth:`redact`."""
+        return (self._api_key,) if self._api_key else ()
+
     def redact(self, text: str) -> str:
-        """``text`` without the API key in it, cut to a sane length."""
-        key = self._api_key
-        if key and key in text:
-            text = text.replace(key, "[redacted]")
+        """``text`` without the API key (or any of :meth:`secret_values`) in it, cut to a sane length."""
+        for key in self.secret_values():
+            if key and key in text:
+                text = text.replace(key, "[redacted]")
         if len(text) > _MAX_MESSAGE:
             text = text[:_MAX_MESSAGE] + "..."
         return text
