@@ -61,7 +61,10 @@ SUBPACKAGES = {
         "UnsupportedContent", "UnsupportedSetting", "VertexAnthropicModel", "VertexGeminiModel", "configure_http", "lowlevel", "provider_limits", "register_provider",
         "registered_providers", "resolve_model", "validate_thinking_level",
     },
-    "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
+    "condukt.asyncio": {
+        "AgentHandle", "DynamicSupervisorHandle", "Handle", "Node", "Stream", "SupervisorHandle", "call", "current_node",
+        "open_node", "run",
+    },
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
     "condukt.web": {"BrowserGuard", "SessionsFull", "create_app"},
     "condukt.web.uvicorn": {"HEADER_TIMEOUT", "HTTPProtocol"},
