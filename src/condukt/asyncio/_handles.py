@@ -16,7 +16,7 @@ from .. import agent as agent_layer
 from .. import otp
 from ..agent.lowlevel import start_run
 from ._guest import Call
-from ._methods import Begin, Bridged, method, sync_method
+from ._methods import Begin, Proxy, method, sync_method
 from ._stream import Stream, stream_method
 
 __all__ = ["AH_co", "AgentHandle", "H_co", "Handle"]
@@ -33,7 +33,7 @@ else:
     AH_co = TypeVar("AH_co", bound=agent_layer.AgentHandle, covariant=True)
 
 
-class Handle(Bridged, Generic[H_co], stands_for=otp.Handle):
+class Handle(Proxy, Generic[H_co], stands_for=otp.Handle):
     """A process's handle seen from asyncio: the methods of :class:`condukt.Handle`, all awaitable.
 
     Handles are compared and hashed by the process they reference, and a

@@ -11,7 +11,7 @@ arguments unwrapped, the call started in trio (:meth:`Guest.start`), the
 answer's nodes and handles wrapped. The bridged method is kept on the
 proxy, so later look-ups are a dictionary hit.
 
-:class:`Bridged` is the base of the proxies: it adds ``call_in_trio`` (a
+:class:`Proxy` is the base of the proxies: it adds ``call_in_trio`` (a
 typed way to run any trio function, a user's own handle methods
 included) and, at run time only, a ``__getattr__`` that bridges any other
 public method of the proxied object the same way. Type checkers do not
@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ._guest import Call, Guest
-from ._translate import Proxy, unwrap_args, unwrap_kwargs, wrap
+from ._translate import ProxyBase, unwrap_args, unwrap_kwargs, wrap
 
-__all__ = ["Begin", "Bridged", "Method", "call_in", "invoke", "method", "mirrors", "sync_method"]
+__all__ = ["Begin", "Proxy", "Method", "call_in", "invoke", "method", "mirrors", "sync_method"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -72,7 +72,7 @@ def mirrors(trio_method: Callable[..., Any]) -> Callable[[F], F]:
     return decorate
 
 
-class Bridged(Proxy):
+class Proxy(ProxyBase):
     """A proxy whose trio methods are asyncio awaitables (see the module)."""
 
     def _bridge(
@@ -161,9 +161,9 @@ class Method(Generic[P, R]):
     def __get__(self, proxy: None, owner: type[Any]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]: ...
 
     @overload
-    def __get__(self, proxy: Bridged, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    def __get__(self, proxy: Proxy, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
-    def __get__(self, proxy: Bridged | None, owner: type[Any]) -> Any:
+    def __get__(self, proxy: Proxy | None, owner: type[Any]) -> Any:
         if proxy is None:
             return self.unbound
         inner = proxy._inner

@@ -15,7 +15,7 @@ from .. import agent as agent_layer
 from .. import otp
 from ..otp.lowlevel import Spawnable
 from ._handles import AgentHandle, Handle
-from ._methods import Bridged, invoke, mirrors, sync_method
+from ._methods import Proxy, invoke, mirrors, sync_method
 from ._supervisors import DynamicSupervisorHandle, SupervisorHandle
 
 __all__ = ["Node"]
@@ -24,7 +24,7 @@ H = TypeVar("H", bound=otp.Handle)
 AH = TypeVar("AH", bound=agent_layer.AgentHandle)
 
 
-class Node(Bridged, stands_for=otp.Node):
+class Node(Proxy, stands_for=otp.Node):
     """A condukt node seen from asyncio: the methods of :class:`condukt.Node`, all awaitable.
 
     The handles it gives are proxies (:class:`~condukt.asyncio.Handle`,

@@ -24,7 +24,7 @@ from ..events import Done, Error, Event
 from ._guest import Guest, set_exception, set_result
 
 if TYPE_CHECKING:
-    from ._translate import Proxy
+    from ._translate import ProxyBase
 
 __all__ = ["Stream", "StreamMethod", "stream_method"]
 
@@ -227,9 +227,9 @@ class StreamMethod(Generic[P]):
     def __get__(self, proxy: None, owner: type[Any]) -> Callable[Concatenate[Any, P], Stream]: ...
 
     @overload
-    def __get__(self, proxy: Proxy, owner: type[Any]) -> Callable[P, Stream]: ...
+    def __get__(self, proxy: ProxyBase, owner: type[Any]) -> Callable[P, Stream]: ...
 
-    def __get__(self, proxy: Proxy | None, owner: type[Any]) -> Any:
+    def __get__(self, proxy: ProxyBase | None, owner: type[Any]) -> Any:
         if proxy is None:
             return self.unbound
         guest, inner = proxy._guest, proxy._inner

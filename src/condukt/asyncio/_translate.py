@@ -23,15 +23,15 @@ import attrs
 from ..otp import ChildSpec
 from ._guest import Guest
 
-__all__ = ["Proxy", "proxy_class", "unwrap", "unwrap_args", "unwrap_kwargs", "wrap"]
+__all__ = ["ProxyBase", "proxy_class", "unwrap", "unwrap_args", "unwrap_kwargs", "wrap"]
 
 #: trio class -> the proxy class registered for it.
-_registered: dict[type, type[Proxy]] = {}
+_registered: dict[type, type[ProxyBase]] = {}
 #: Any class seen by :func:`wrap` -> its proxy class, or None (a lookup per result type, not per result).
-_by_type: dict[type, type[Proxy] | None] = {}
+_by_type: dict[type, type[ProxyBase] | None] = {}
 
 
-class Proxy:
+class ProxyBase:
     """A trio object seen from asyncio: the object (``_inner``) and the trio run it lives in (``_guest``).
 
     Subclasses say which trio class they stand for with the class keyword
@@ -52,7 +52,7 @@ class Proxy:
         self._inner = inner
 
 
-def proxy_class(kind: type) -> type[Proxy] | None:
+def proxy_class(kind: type) -> type[ProxyBase] | None:
     """The proxy class for instances of ``kind`` (that of its nearest registered base), or None."""
     try:
         return _by_type[kind]
@@ -85,7 +85,7 @@ def unwrap(value: Any) -> Any:
     Containers (lists, tuples, sets, dicts) and a :class:`~condukt.ChildSpec`'s
     arguments are unwrapped too; anything else is passed as it is.
     """
-    if isinstance(value, Proxy):
+    if isinstance(value, ProxyBase):
         return value._inner
     kind = type(value)
     if kind is list or kind is tuple:
