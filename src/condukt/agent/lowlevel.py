@@ -10,7 +10,7 @@ in the same trio tick as the agent's reply.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import outcome
@@ -18,6 +18,7 @@ import outcome
 from ..events import Event
 from ..messages import DocumentBlock, ImageBlock
 from ..otp.lowlevel import call_with_callback, send_system
+from ..providers import ModelSettings
 from ._handle import AgentHandle, _request
 from ._requests import CancelRun
 
@@ -37,6 +38,7 @@ def start_run(
     input_schema: Any = None,
     on_event: Callable[[Event], Awaitable[None]] | None = None,
     documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None = None,
+    model_settings: ModelSettings | Mapping[str, Any] | None = None,
 ) -> Callable[[], None] | None:
     """Start what :meth:`AgentHandle.run` runs, with its answer handed to ``deliver`` instead of a waiting task.
 
@@ -62,7 +64,9 @@ def start_run(
     this way from asyncio skips a trio task, its cancel scope and one trio
     tick against a task that awaits :meth:`AgentHandle.run`.
     """
-    request = _request(prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents)
+    request = _request(
+        prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents, model_settings
+    )
     handle._refuse_inside_own_run("run()")
     withdraw = call_with_callback(handle, request, None, deliver)
     if withdraw is None:
