@@ -23,8 +23,10 @@ import condukt.asyncio as ca
 from condukt.agent import EventStream
 from condukt.agent.lowlevel import start_run
 from condukt.events import TextDelta
-from condukt.messages import AssistantMessage, TextBlock, Usage
 from condukt.testing import FunctionModel, ScriptedModel, reply
+
+# tests/ is on sys.path: the bridge's tests lend their helpers.
+from embedding.test_asyncio_bridge import _add_instrument, _Chatty, _IOWaits, _nothing, _remove_instrument
 
 #: Each proxy class and the trio class it stands for.
 PAIRS: list[tuple[type, type]] = [
@@ -222,26 +224,6 @@ def test_run_options_reach_the_agent_from_asyncio(mode: str) -> None:
     assert settings is not None and settings.temperature == 0.25
 
 
-class _IOWaits(trio.abc.Instrument):
-    def __init__(self) -> None:
-        self.timeouts: list[float] = []
-
-    def before_io_wait(self, timeout: float) -> None:
-        self.timeouts.append(timeout)
-
-
-async def _add_instrument(instrument: trio.abc.Instrument) -> None:
-    trio.lowlevel.add_instrument(instrument)
-
-
-async def _remove_instrument(instrument: trio.abc.Instrument) -> None:
-    trio.lowlevel.remove_instrument(instrument)
-
-
-async def _nothing() -> None:
-    pass
-
-
 @pytest.mark.parametrize("linger", [0, None])
 def test_the_tunables_are_read_off_the_package(linger: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/embedding.md: ``condukt.asyncio.LINGER_TICKS = 0`` turns lingering off."""
@@ -269,20 +251,6 @@ def test_the_tunables_are_read_off_the_package(linger: int | None, monkeypatch: 
         assert lingered == 0
     else:
         assert lingered > 0
-
-
-class _Chatty:
-    name = "chatty"
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.emitted = 0
-
-    async def complete(self, request: Any, emit: Any) -> AssistantMessage:
-        for _ in range(self.count):
-            await emit(TextDelta("w "))
-            self.emitted += 1
-        return AssistantMessage((TextBlock("w " * self.count),), Usage(1, 1), "end_turn")
 
 
 def test_a_smaller_stream_buffer_set_on_the_package_holds_the_run_back_sooner(

@@ -54,6 +54,13 @@ The bridge is hand-written because no well-kept package
 exposes trio objects to asyncio this way (trio-asyncio goes the other way,
 asyncio code inside trio, and is in maintenance mode; anyio targets code
 written for both, not a trio library called from asyncio).
+
+Where things are: ``_guest`` (the guest-mode runner: one trio guest run
+per loop, the calls into it), ``_thread`` (the thread-backed host),
+``_translate`` (proxies and trio objects, both ways), ``_methods`` (trio
+methods as typed asyncio awaitables), ``_handles``, ``_supervisors`` and
+``_node`` (the proxies), ``_stream`` (streams), ``_open_node``
+(``open_node``, ``current_node``) and ``_calls`` (``run``, ``call``).
 """
 
 from __future__ import annotations
