@@ -348,7 +348,7 @@ async def test_chat_with_piped_input_runs_each_line_in_turn(server: ProtocolServ
 async def test_usage_errors_are_one_line_with_status_2() -> None:
     missing = await condukt_cli("run")
     assert missing.returncode == 2
-    assert missing.stderr.decode() == "error: Missing argument 'prompt'. (see: python -m condukt run --help)\n"
+    assert missing.stderr.decode() == "error: Missing argument 'PROMPT'. (see: python -m condukt run --help)\n"
     bad = await condukt_cli("run", "hi", "--tools", "everything")
     assert bad.returncode == 2
     assert bad.stderr.decode().count("\n") == 1 and "'everything' is not one of 'coding', 'read-only', 'none'" in bad.stderr.decode()

@@ -10,7 +10,11 @@ import trio
 import condukt
 from condukt.testing import FunctionModel, call, reply
 
-__all__ = ["demo_workload"]
+__all__ = ["DemoCrash", "demo_workload"]
+
+
+class DemoCrash(RuntimeError):
+    """The demo's flaky agent's deliberate bug (``condukt observe`` keeps its crash reports off the terminal)."""
 
 
 @condukt.tool
@@ -29,7 +33,7 @@ def _reviewer(request: condukt.ModelRequest) -> Any:
 
 def _flaky(request: condukt.ModelRequest) -> Any:
     if "crash" in request.messages[-1].text:
-        raise RuntimeError("a bug in the agent: the supervisor restarts it")
+        raise DemoCrash("a bug in the agent: the supervisor restarts it")
     return reply("ok")
 
 

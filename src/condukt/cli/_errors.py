@@ -1,0 +1,102 @@
+"""How the command line ends: one line on stderr per error, and the documented exit status.
+
+0: done; 1: the command failed (a failed run, a port in use, an import
+error...); 2: a bad or missing argument; 130: Ctrl-C. ``--debug`` shows
+the traceback instead of the one line.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+import traceback
+from collections.abc import Awaitable, Callable
+
+import trio
+import typer
+
+from condukt.providers import MissingApiKey
+
+__all__ = ["CommandError", "UsageError", "execute", "error_line", "leaves", "listen_error"]
+
+
+class CommandError(Exception):
+    """The command cannot do what was asked: its message alone, one line, exit status 1."""
+
+    status = 1
+
+
+class UsageError(CommandError):
+    """A mistake on the command line: its message alone, one line, exit status 2."""
+
+    status = 2
+
+
+class _State:
+    debug = False
+
+
+def set_debug(debug: bool) -> None:
+    """``--debug``: show tracebacks instead of one-line errors."""
+    _State.debug = debug
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``'s (nested) exception groups, in order; ``[exc]`` for a plain one."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+def error_line(exc: BaseException) -> str:
+    """``"error: MissingApiKey: openai: no API key: ..."``: one line, whatever the exception."""
+    found = [leaf for leaf in leaves(exc) if not isinstance(leaf, (trio.Cancelled, KeyboardInterrupt))]
+    exc = found[0] if found else exc
+    message = " ".join(str(exc).split()) or repr(exc)
+    if isinstance(exc, CommandError):
+        return f"error: {message}"
+    if isinstance(exc, MissingApiKey):  # the library's advice, in the command line's words
+        message = message.replace("pass api_key=... when starting the agent", "pass --api-key")
+    return f"error: {type(exc).__name__}: {message}"
+
+
+def listen_error(exc: BaseException, host: str, port: int) -> CommandError | None:
+    """A :class:`CommandError` saying why listening on ``host:port`` failed, if ``exc`` is that ``OSError``."""
+    errors = [leaf for leaf in leaves(exc) if isinstance(leaf, OSError)]
+    if not errors:
+        return None
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    error = errors[0]
+    if error.errno == errno.EADDRINUSE:
+        return CommandError(f"cannot listen on {where}: the address is in use (--port 0 picks a free port)")
+    if error.errno == errno.EACCES:
+        return CommandError(f"cannot listen on {where}: permission denied (ports below 1024 need privileges)")
+    if error.errno == errno.EADDRNOTAVAIL:
+        return CommandError(f"cannot listen on {where}: no such address on this machine")
+    return CommandError(f"cannot listen on {where}: {error.strerror or error}")
+
+
+def execute(main: Callable[[], Awaitable[int]]) -> None:
+    """Run ``main`` under trio and exit with its status.
+
+    An error ends the command with one line on stderr and its status (1,
+    2 for a :class:`UsageError`; ``--debug`` shows the traceback instead),
+    whatever exception groups the nurseries wrapped it in; Ctrl-C ends it
+    with ``interrupted`` and status 130.
+    """
+    try:
+        status = trio.run(main)
+    except (typer.Exit, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every error becomes one line
+        found = [leaf for leaf in leaves(exc) if not isinstance(leaf, (trio.Cancelled, KeyboardInterrupt))]
+        if not found:
+            print("interrupted", file=sys.stderr)
+            raise typer.Exit(130) from None
+        if _State.debug:
+            traceback.print_exception(exc)
+        else:
+            print(error_line(exc), file=sys.stderr)
+        first = found[0]
+        raise typer.Exit(first.status if isinstance(first, CommandError) else 1) from None
+    raise typer.Exit(status)
