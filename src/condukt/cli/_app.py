@@ -436,25 +436,25 @@ def observe(
     from ._observe import demo_workload
 
     async def main() -> int:
-        async with condukt.open_node() as node, trio.open_nursery() as nursery:
-            await nursery.start(demo_workload, node)
-            try:
-                address = await nursery.start(
-                    functools.partial(observer_web.serve, node, host=host, port=port, token=token)
-                )
-            except BaseException as exc:
-                error = listen_error(exc, host, port)
-                if error is None:
-                    raise
-                raise error from None
-            page = observer_web.page_url(address, token, path="/")
-            print(f"observing a demo node at {page} (Ctrl-C stops)", flush=True)
-            if open_browser:
-                webbrowser.open(page)
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with condukt.open_node() as node, trio.open_nursery() as nursery:
+                await nursery.start(demo_workload, node)
+                try:
+                    address = await nursery.start(
+                        functools.partial(observer_web.serve, node, host=host, port=port, token=token)
+                    )
+                except BaseException as exc:
+                    error = listen_error(exc, host, port)
+                    if error is None:
+                        raise
+                    raise error from None
+                page = observer_web.page_url(address, token, path="/")
+                print(f"observing a demo node at {page} (Ctrl-C stops)", flush=True)
+                if open_browser:
+                    webbrowser.open(page)
                 async for _ in signals:
                     break
-            nursery.cancel_scope.cancel()
+                nursery.cancel_scope.cancel()
         print("stopped", flush=True)
         return 0
 

@@ -111,21 +111,21 @@ def _read_to_the_end() -> None:
 
 async def _serve(server: ProtocolServer, quiet: bool) -> str | None:
     """Serve until stopped: ``None``; or why it could not listen."""
-    async with trio.open_nursery() as nursery:
-        try:
-            await nursery.start(server.run)
-        except (OSError, BaseExceptionGroup) as exc:
-            error = _unwrapped(exc)
-            if not isinstance(error, OSError):
-                raise
-            where = f"{server.host}:{server.port}"
-            if error.errno == errno.EADDRINUSE:
-                return f"cannot listen on {where}: the address is in use (--port 0 picks a free port)"
-            return f"cannot listen on {where}: {error.strerror or error}"
-        print(server.url, flush=True)
-        if not quiet:
-            print(_hint(server), file=sys.stderr, flush=True)
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            try:
+                await nursery.start(server.run)
+            except (OSError, BaseExceptionGroup) as exc:
+                error = _unwrapped(exc)
+                if not isinstance(error, OSError):
+                    raise
+                where = f"{server.host}:{server.port}"
+                if error.errno == errno.EADDRINUSE:
+                    return f"cannot listen on {where}: the address is in use (--port 0 picks a free port)"
+                return f"cannot listen on {where}: {error.strerror or error}"
+            print(server.url, flush=True)
+            if not quiet:
+                print(_hint(server), file=sys.stderr, flush=True)
             if _stdin_is_a_pipe():
                 # A parent that started us with stdin=PIPE stops us by closing it (or by dying).
                 async def until_stdin_closes() -> None:
