@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import logging
 import signal
 import sys
 import urllib.parse
@@ -384,16 +384,6 @@ def serve(
 # ----------------------------------------------------------------------------- observe
 
 
-class _QuietDemo(logging.Filter):
-    """Drops the crash reports of the demo's deliberately flaky agent (``condukt observe --verbose`` keeps them)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from ._observe import DemoCrash
-
-        info = record.exc_info
-        return not (info and isinstance(info[1], DemoCrash))
-
-
 @app.command(cls=_Command)
 def observe(
     url: Annotated[
@@ -433,7 +423,7 @@ def observe(
             webbrowser.open(page)
         raise typer.Exit(0)
 
-    from ._observe import demo_workload
+    from ._observe import demo_crashes_quiet, demo_workload
 
     async def main() -> int:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -458,15 +448,8 @@ def observe(
         print("stopped", flush=True)
         return 0
 
-    quiet = None if verbose else _QuietDemo()
-    otp_logger = logging.getLogger("condukt.otp")
-    if quiet is not None:
-        otp_logger.addFilter(quiet)
-    try:
+    with contextlib.nullcontext() if verbose else demo_crashes_quiet():
         execute(main)
-    finally:
-        if quiet is not None:
-            otp_logger.removeFilter(quiet)
 
 
 # ----------------------------------------------------------------------------- demo
