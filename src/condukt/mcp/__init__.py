@@ -20,17 +20,33 @@ See ``docs/mcp.md``.
 
 from __future__ import annotations
 
-try:
-    import mcp as _sdk  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "condukt.mcp needs the official MCP SDK: install the extra with `pip install 'condukt[mcp]'`"
-    ) from exc
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
-from ._connection import ConnectionLost, McpConnectError
+if importlib.util.find_spec("mcp") is None:  # pragma: no cover - depends on the environment
+    raise ImportError("condukt.mcp needs the official MCP SDK: install the extra with `pip install 'condukt[mcp]'`")
+
 from ._definition import McpServer, http, sse, stdio
-from ._serve import asgi_app, serve, server_for
-from ._tool import McpTool, render
+from ._errors import ConnectionLost, McpConnectError
+
+if TYPE_CHECKING:
+    from ._serve import asgi_app, serve, server_for
+    from ._tool import McpTool, render
+
+# The SDK is imported when a server connects or one of these is first used, not by
+# `import condukt.mcp` (most of its cost: benchmarks/mcp_servers.py measures it).
+_LAZY = {"asgi_app": "_serve", "serve": "_serve", "server_for": "_serve", "McpTool": "_tool", "render": "_tool"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ConnectionLost",

@@ -28,10 +28,11 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from ..otp import CallError, ChildSpec, ConduktError, Node, NoProc, Server, SupervisorHandle
+from ..otp import CallError, ChildSpec, Node, NoProc, Server, SupervisorHandle
 from ..sandbox import Local
 from ..secrets import NO_SECRETS, Secrets, resolve_secrets
 from ..tools import ToolError
+from ._errors import ConnectionLost, McpConnectError
 
 if TYPE_CHECKING:
     from ._definition import McpServer
@@ -44,14 +45,6 @@ logger = logging.getLogger("condukt.mcp")
 _CHANNELS: weakref.WeakKeyDictionary[Node, dict[Hashable, Channel]] = weakref.WeakKeyDictionary()
 #: A stdio server's whole tree goes with its launcher (a child subreaper on Linux; see condukt.sandbox.Local).
 _LAUNCHER = Local()
-
-
-class McpConnectError(ConduktError):
-    """An MCP server could not be started or connected to (raised by the agent's start)."""
-
-
-class ConnectionLost(ConduktError):
-    """The MCP server closed the connection (it exited): the connection process crashes and is restarted."""
 
 
 class Channel:
@@ -360,7 +353,9 @@ async def _transport(channel: Channel) -> AsyncIterator[tuple[Any, Any]]:
     if definition.transport == "stdio":
         command = list(definition.command)
         if definition.reap:
-            command = _LAUNCHER.command(command, cwd=definition.path(), env=channel.env)
+            command = _LAUNCHER.command(
+                command, cwd=definition.path(), env=channel.env, stdin_grace=definition.close_timeout
+            )
         parameters = StdioServerParameters(
             command=command[0], args=command[1:], env=channel.env or None, cwd=definition.cwd
         )

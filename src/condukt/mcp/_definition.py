@@ -6,13 +6,14 @@ import logging
 import os
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..tools import Tool, ToolSet, ToolSource, ToolSourceContext
-from ._connection import Channel
-from ._tool import McpTool
+
+if TYPE_CHECKING:
+    from ._connection import Channel
 
 __all__ = ["McpServer", "http", "sse", "stdio"]
 
@@ -36,6 +37,11 @@ def _pairs(value: Mapping[str, Any] | None, what: str) -> tuple[tuple[str, Any],
     return tuple(sorted(pairs, key=lambda pair: pair[0]))
 
 
+def _check_close_timeout(instance: object, attribute: object, value: object) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+        raise ValueError(f"close_timeout must be a number of seconds >= 0 or None, got {value!r}")
+
+
 @attrs.frozen(repr=False, eq=False)
 class McpServer(ToolSource):
     """An MCP server an agent takes tools from (build one with :func:`stdio`, :func:`http` or :func:`sse`).
@@ -56,6 +62,7 @@ class McpServer(ToolSource):
     prefix: str | None = None
     shared: bool = True
     connect_timeout: float = 30.0
+    close_timeout: float | None = attrs.field(default=1.0, validator=_check_close_timeout)
     max_restarts: int = 3
     max_seconds: float = 5.0
     reap: bool = True
@@ -75,6 +82,8 @@ class McpServer(ToolSource):
         does not answer within ``connect_timeout``. Cancelling it gives up
         the connection (stopped unless another agent uses it).
         """
+        from ._connection import Channel  # the SDK's client, imported on first use
+
         channel = await Channel.acquire(context.node, self)
         return _Tools(channel, self.prefix)
 
@@ -132,6 +141,8 @@ def _usable(channel: Channel, prefix: str | None) -> tuple[Tool, ...]:
 
     A server's odd tool must not take the agent down with it: the other tools stay usable.
     """
+    from ._tool import McpTool
+
     tools: dict[str, Tool] = {}
     for remote in channel.listing:
         tool = McpTool(channel, remote, prefix)
@@ -156,7 +167,7 @@ def _check_prefix(prefix: str | None) -> str | None:
 
 
 def _options(options: Mapping[str, Any]) -> dict[str, Any]:
-    allowed = {"shared", "connect_timeout", "max_restarts", "max_seconds"}
+    allowed = {"shared", "connect_timeout", "close_timeout", "max_restarts", "max_seconds"}
     unknown = set(options) - allowed
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)}; expected some of {sorted(allowed)}")
@@ -181,8 +192,12 @@ def stdio(
     The server runs under condukt's reaping launcher (``reap=True``, see
     :class:`condukt.sandbox.Local`), so when the connection stops, every
     process it started goes too. ``options``: ``shared`` (default True),
-    ``connect_timeout`` (30 s), ``max_restarts`` and ``max_seconds`` (the
-    connection supervisor's intensity: 3 in 5 s).
+    ``connect_timeout`` (30 s), ``close_timeout`` (1 s: when the
+    connection stops, its stdin is closed and the server gets that long
+    to exit, then ``SIGTERM`` and as long again, then its tree is killed;
+    ``None`` leaves it to the SDK's fixed 2 s, as does ``reap=False``),
+    ``max_restarts`` and ``max_seconds`` (the connection supervisor's
+    intensity: 3 in 5 s).
     """
     if not isinstance(command, str) or not command:
         raise TypeError(f"command must be a non-empty string, got {command!r}")
