@@ -23,6 +23,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("condukt.web needs Starlette: install the extra, `pip install 'condukt[web]'`") from exc
 
 from ._app import create_app
+from ._openai import openai_app
 from ._sessions import SessionsFull
 
-__all__ = ["SessionsFull", "create_app"]
+__all__ = ["SessionsFull", "create_app", "openai_app"]
