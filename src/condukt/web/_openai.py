@@ -144,7 +144,7 @@ def _responses_usage(usage: Usage) -> dict[str, Any]:
     prompt, cached, completion = _usage(usage)
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": cached},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": usage.cache_write_tokens},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt + completion,
