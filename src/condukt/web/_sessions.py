@@ -119,8 +119,12 @@ class Sessions:
                 )
         return self._sup
 
-    async def open(self, route: AgentRoute) -> tuple[str, Any]:
-        """Start a new session's agent; returns its id and handle. Raises :class:`SessionsFull`."""
+    async def open(self, route: AgentRoute, session_id: str | None = None) -> tuple[str, Any]:
+        """Start a new session's agent; returns its id and handle. Raises :class:`SessionsFull`.
+
+        ``session_id`` names the session (a protocol's conversation id), a new
+        UUID by default; starting one that is live raises :class:`~condukt.NameTaken`.
+        """
         sup = await self.supervisor()
         if self.idle_timeout is not None and anyio.current_time() - self._last_sweep > min(self.idle_timeout / 4, 30.0):
             await self.sweep()  # also where no lifespan runs the periodic sweep (a mounted app)
@@ -128,7 +132,8 @@ class Sessions:
             await self.sweep()
             if len(self._table) + self._starting >= self.max_sessions:
                 raise SessionsFull(f"the endpoint already holds {self.max_sessions} sessions")
-        session_id = uuid.uuid4().hex
+        if session_id is None:
+            session_id = uuid.uuid4().hex
         name = ("condukt.web", self._app, session_id)
         spec = ChildSpec(None, route.agent, kwargs={**route.options, "id": session_id}, restart="transient", name=name)
         self._starting += 1
