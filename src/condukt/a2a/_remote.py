@@ -14,6 +14,7 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, get_message_text, new_text_part
 from a2a.types import CancelTaskRequest, Message, Role, SendMessageRequest, StreamResponse, TaskState
 
+from ..events import ToolProgress
 from ..tools import Tool, ToolContext, ToolError
 
 __all__ = ["RemoteAgent", "remote"]
@@ -39,7 +40,10 @@ class RemoteAgent(Tool):
     conversation: calls from the same session continue the remote
     conversation. The call is bounded by the tool's ``timeout``; when it is
     cancelled (timeout, the calling run's abort) the remote task is
-    cancelled too (``tasks/cancel``, within :data:`CANCEL_TIMEOUT`). A
+    cancelled too (``tasks/cancel``, within :data:`CANCEL_TIMEOUT`; a call
+    cancelled before the remote agent named its task has nothing to
+    cancel). Each change of the remote task's state is a
+    :class:`~condukt.events.ToolProgress` event of the calling run. A
     remote failure, a canceled task or an answer that is not A2A is a
     :class:`~condukt.ToolError`: the model sees it, the run goes on.
     """
@@ -94,24 +98,27 @@ class RemoteAgent(Tool):
             except Exception as exc:  # unreachable, no card, a card that is not one
                 raise ToolError(f"no A2A agent card at {self.url}: {exc}") from None
             task_id = ""
+            answer = _Answer()
             try:
-                answer = _Answer()
                 async for response in client.send_message(SendMessageRequest(message=message)):
+                    state = answer.state
                     task_id = answer.add(response) or task_id
-                return answer.result()
-            except trio.Cancelled:
-                if task_id:
+                    if answer.state != state and context.emit is not None:
+                        await context.emit(ToolProgress(context.tool_call_id, f"remote task {task_id}: "
+                                                        f"{TaskState.Name(answer.state).removeprefix('TASK_STATE_')}"
+                                                        .lower()))
+            except Exception as exc:  # garbage, a broken stream, a JSON-RPC error
+                raise ToolError(f"the remote agent at {self.url} failed: {type(exc).__name__}: {exc}") from None
+            finally:
+                if task_id and answer.state not in _ENDED:
+                    # Cancelled (the timeout, the run's abort) or failed while the remote task runs: stop it.
                     with trio.move_on_after(CANCEL_TIMEOUT) as scope:
                         scope.shield = True
                         try:
                             await client.cancel_task(CancelTaskRequest(id=task_id))
                         except Exception:
-                            pass  # ended meanwhile, or unreachable: the call is cancelled either way
-                raise
-            except ToolError:
-                raise
-            except Exception as exc:  # garbage, a broken stream, a JSON-RPC error
-                raise ToolError(f"the remote agent at {self.url} failed: {type(exc).__name__}: {exc}") from None
+                            pass  # ended meanwhile, or unreachable: the call is over either way
+            return answer.result()
 
 
 class _Answer:
