@@ -56,6 +56,7 @@ from ._protocol import (
     ServedAgent,
     attachment,
     bearer_ok,
+    check_app_options,
     decode_data_url,
     event_failure,
     read_json,
@@ -911,14 +912,9 @@ def openai_app(
         if not isinstance(name, str) or not name or "/" in name:
             raise ValueError(f"model names must be non-empty strings without '/', got {name!r}")
         served[name] = ServedAgent.of(name, value)
-    for label, count in (("max_body_size", max_body_size), ("max_stored_responses", max_stored_responses)):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"{label} must be an int >= 1, got {count!r}")
-    if run_timeout is not None and (isinstance(run_timeout, bool) or not isinstance(run_timeout, (int, float))
-                                    or not 0 < run_timeout < float("inf")):
-        raise ValueError(f"run_timeout must be None or a finite number > 0, got {run_timeout!r}")
-    if token is not None and (not isinstance(token, str) or not token):
-        raise ValueError("token must be None or a non-empty str")
+    check_app_options(token, max_body_size, run_timeout)
+    if isinstance(max_stored_responses, bool) or not isinstance(max_stored_responses, int) or max_stored_responses < 1:
+        raise ValueError(f"max_stored_responses must be an int >= 1, got {max_stored_responses!r}")
     app_routes = _OpenAI(holder, served, None if token is None else token.encode(), max_body_size, run_timeout,
                          _ResponseStore(max_stored_responses))
     g = app_routes.guard

@@ -365,14 +365,16 @@ class ServedAgent:
             return cls(name, value, {}, _served_class(value))
         raise TypeError(f"agent {name!r} must be an Agent subclass or a ChildSpec of one, got {value!r}")
 
-    async def spawn(self, node: Any, conversation: Conversation) -> Any:
+    async def spawn(self, node: Any, conversation: Conversation, **options: Any) -> Any:
         """A new agent process on ``node`` holding ``conversation`` (stop it when done).
+
+        ``options`` are start options added to the agent's own (``id=``: the session id).
 
         What spawning raises (a bad start option, a tool name the client
         reused) is raised here. Cancellation: cancelled while it starts,
         nothing is left running.
         """
-        options = dict(self.options)
+        options = {**self.options, **options}
         if "capabilities" in options:  # the start option replaces the class's capabilities(): add ours to it
             options["capabilities"] = [*options["capabilities"], conversation]
             return await node.spawn(self.agent, **options)
@@ -387,6 +389,17 @@ async def stop_agent(handle: Any) -> None:
                 await handle.stop()
         except Exception:
             pass  # it exited meanwhile
+
+
+def check_app_options(token: str | None, max_body_size: int, run_timeout: float | None) -> None:
+    """Raise ``ValueError`` for a protocol app's bad ``token``, ``max_body_size`` or ``run_timeout``."""
+    if token is not None and (not isinstance(token, str) or not token):
+        raise ValueError("token must be None or a non-empty str")
+    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
+        raise ValueError(f"max_body_size must be an int >= 1, got {max_body_size!r}")
+    if run_timeout is not None and (isinstance(run_timeout, bool) or not isinstance(run_timeout, (int, float))
+                                    or not 0 < run_timeout < float("inf")):
+        raise ValueError(f"run_timeout must be None or a finite number > 0, got {run_timeout!r}")
 
 
 # ---------------------------------------------------------------------------------- the node
