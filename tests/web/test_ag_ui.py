@@ -19,6 +19,7 @@ import condukt
 import condukt.web
 
 from .helpers import hypercorn_trio
+from .node_clients import run_script
 from .protocol_agents import LOOKUP_TOOL, Assistant, sleeper
 
 TOKEN = "ag-ui-token"
@@ -191,3 +192,22 @@ async def test_a_client_leaving_mid_stream_aborts_the_run(
         # The client left.
         with wall_bound(2.0, "the sleep being killed after the client left"):
             assert await trio.to_thread.run_sync(process_gone, int(pid_file.read_text()))
+
+
+async def test_ag_ui_clients_own_http_agent() -> None:
+    tools = [{"name": "lookup", "description": "Looks it up.", "parameters": LOOKUP_TOOL}]
+    plan = [{"message": "hello"}, {"message": "weather?"}, {"message": "lookup this", "tools": tools},
+            {"toolResult": "from the browser", "tools": tools}, {"message": "last"}]
+    async with served() as client:
+        runs = await run_script("ag_ui_client.mjs", str(client.base_url), TOKEN, json.dumps(plan))
+    assert all("error" not in run for run in runs), runs
+    hello, weather, lookup, answered, last = runs
+    assert hello["types"][0] == "RUN_STARTED" and hello["types"][-1] == "RUN_FINISHED"
+    assert hello["messages"][-1] == {**hello["messages"][-1], "role": "assistant", "content": "turn 1: hello"}
+    assert "TOOL_CALL_RESULT" in weather["types"]
+    assert [m["role"] for m in weather["messages"][2:]] == ["user", "assistant", "tool", "assistant"]
+    assert weather["messages"][-1]["content"] == "get_weather said: sunny in Paris"
+    assert lookup["messages"][-1]["toolCalls"][0]["function"]["name"] == "lookup"
+    assert answered["messages"][-1]["content"] == "lookup said: from the browser"
+    # The client sent the whole conversation each run: the agent saw each turn once.
+    assert last["messages"][-1]["content"] == "turn 4: last"
