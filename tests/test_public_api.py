@@ -63,7 +63,12 @@ SUBPACKAGES = {
     },
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
-    "condukt.web": {"SessionsFull", "create_app"},
+    "condukt.web": {"SessionsFull", "ag_ui_app", "create_app", "openai_app", "vercel_ai_app"},
+    "condukt.web.lowlevel": {
+        "AgentRoute", "AppNode", "ProtocolError", "Sessions", "SessionsFull", "attachment",
+        "bearer_ok", "decode_data_url", "event_failure", "read_json", "run_failure",
+    },
+    "condukt.a2a": {"RemoteAgent", "asgi_app", "remote"},
     "condukt.web.observer": {
         "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
     },
@@ -135,7 +140,8 @@ PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.agent.lowlevel", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
+    "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray", "condukt.web.lowlevel",
+    "condukt.a2a",
 ]  # fmt: skip
 
 

@@ -7,7 +7,6 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from a2a.helpers import new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -17,7 +16,6 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Task, TaskState, TaskStatus
 from starlette.applications import Starlette
-
 from web.helpers import free_port, uvicorn_server  # tests/ is on sys.path: its packages import each other by name
 
 

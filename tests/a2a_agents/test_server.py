@@ -13,7 +13,6 @@ import httpx
 import pytest
 import trio
 from a2a.client import Client, ClientConfig, ClientFactory
-from a2a.types import TaskNotCancelableError, TaskNotFoundError
 from a2a.helpers import get_message_text, new_text_part
 from a2a.types import (
     CancelTaskRequest,
@@ -23,16 +22,17 @@ from a2a.types import (
     SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
+    TaskNotCancelableError,
+    TaskNotFoundError,
     TaskState,
 )
 from starlette.applications import Starlette
 from starlette.routing import Mount
+from web.helpers import hypercorn_trio  # tests/ is on sys.path: its packages import each other by name
+from web.protocol_agents import Assistant, sleeper
 
 import condukt
 import condukt.a2a
-
-from web.helpers import hypercorn_trio  # tests/ is on sys.path: its packages import each other by name
-from web.protocol_agents import Assistant, sleeper
 
 TOKEN = "a2a-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -151,11 +151,11 @@ class _Answer:
                 self.status_text = get_message_text(update.status.message)
             return update.task_id
         if response.HasField("artifact_update"):
-            update = response.artifact_update
-            text = get_artifact_text(update.artifact, "")
-            key = update.artifact.artifact_id
-            self.artifacts[key] = self.artifacts.get(key, "") + text if update.append else text
-            return update.task_id
+            chunk = response.artifact_update
+            text = get_artifact_text(chunk.artifact, "")
+            key = chunk.artifact.artifact_id
+            self.artifacts[key] = self.artifacts.get(key, "") + text if chunk.append else text
+            return chunk.task_id
         return ""
 
     def result(self) -> str:

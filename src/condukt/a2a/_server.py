@@ -13,7 +13,7 @@ import base64
 import contextlib
 import itertools
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, MutableMapping, Sequence
 from typing import Any
 
 import trio
@@ -121,7 +121,8 @@ class ConduktHandler(RequestHandler):
         if self._attached is not node:
             self.sessions.attach(node)
             self._attached = node
-        return node
+        trio_node: Node = node
+        return trio_node
 
     async def _context_agent(self, context_id: str) -> Any:
         agent = await self.sessions.get(context_id)
@@ -368,14 +369,15 @@ def asgi_app(
                                       {"Connection": "close"})
         sent = False
 
-        async def replay() -> dict[str, Any]:
+        async def replay() -> MutableMapping[str, Any]:
             nonlocal sent
             if sent:  # the body was read: what follows is the client's disconnect
                 return await request.receive()
             sent = True
             return {"type": "http.request", "body": bytes(body), "more_body": False}
 
-        return await rpc.endpoint(Request(request.scope, replay))
+        answer: Response = await rpc.endpoint(Request(request.scope, replay))
+        return answer
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:

@@ -37,7 +37,6 @@ from ._openai import openai_app
 from ._sessions import SessionsFull
 from ._vercel import vercel_ai_app
 
-
 try:
     from ._ag_ui import ag_ui_app
 except ImportError as _missing:  # pragma: no cover - depends on the environment

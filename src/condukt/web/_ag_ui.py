@@ -17,6 +17,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import ag_ui.core as ag
 import pydantic
 from ag_ui.core import (
     ReasoningEndEvent,
@@ -122,22 +123,21 @@ def conversation_of(run: RunAgentInput) -> ClientTurn:
     names: dict[str, str] = {}
     for index, message in enumerate(run.messages):
         where = f"messages[{index}]"
-        role = message.role
-        if role in ("system", "developer"):
-            instructions.append(message.content)  # type: ignore[union-attr]
-        elif role == "user":
-            messages.append(UserMessage(tuple(_content(message.content, f"{where}.content"))))  # type: ignore[union-attr]
-        elif role == "assistant":
+        if isinstance(message, (ag.SystemMessage, ag.DeveloperMessage)):
+            instructions.append(message.content)
+        elif isinstance(message, ag.UserMessage):
+            messages.append(UserMessage(tuple(_content(message.content, f"{where}.content"))))
+        elif isinstance(message, ag.AssistantMessage):
             calls = [ToolCall(c.id, c.function.name, _arguments(c.function.arguments))
-                     for c in message.tool_calls or ()]  # type: ignore[union-attr]
+                     for c in message.tool_calls or ()]
             names.update((call.id, call.name) for call in calls)
-            text = message.content or ""  # type: ignore[union-attr]
+            text = message.content or ""
             messages.append(AssistantMessage(((TextBlock(text),) if text else ()) + tuple(calls)))
-        elif role == "tool":
-            content = message.content  # type: ignore[union-attr]
+        elif isinstance(message, ag.ToolMessage):
+            content = message.content
             text = content if isinstance(content, str) else "".join(
                 getattr(part, "text", "") for part in content)
-            call_id = message.tool_call_id  # type: ignore[union-attr]
+            call_id = message.tool_call_id
             messages.append(ToolResultMessage(call_id, names.get(call_id, ""), (TextBlock(text),)))
         # reasoning and activity messages are the client's display: not sent to the model
     for item in run.context or ():

@@ -382,12 +382,11 @@ class _Outcome:
         self.max_turns = False
 
     async def on_event(self, event: events.Event) -> None:
-        kind = type(event)
-        if kind is events.TurnEnd:
-            self.last = event.message  # type: ignore[union-attr]
-        elif kind is events.AgentEnd:
-            self.usage = event.usage  # type: ignore[union-attr]
-        elif kind is events.MaxTurnsReached:
+        if isinstance(event, events.TurnEnd):
+            self.last = event.message
+        elif isinstance(event, events.AgentEnd):
+            self.usage = event.usage
+        elif isinstance(event, events.MaxTurnsReached):
             self.max_turns = True
 
     def finish_reason(self, conversation: Conversation) -> str:
@@ -555,7 +554,7 @@ class _OpenAI:
                     await outcome.on_event(event)
                     kind = type(event)
                     if kind is events.TextDelta:
-                        text = event.text  # type: ignore[union-attr]
+                        text = event.text
                         if separate and not turn_has_text:
                             text = "\n\n" + text
                         turn_has_text = True
@@ -564,8 +563,8 @@ class _OpenAI:
                         separate = separate or turn_has_text
                         turn_has_text = False
                     elif kind is events.Error:
-                        status, code = event_failure(event.error_type, event.message)  # type: ignore[union-attr]
-                        failure = ProtocolError(status, code, event.message)  # type: ignore[union-attr]
+                        status, code = event_failure(event.error_type, event.message)
+                        failure = ProtocolError(status, code, event.message)
                         yield f"data: {json.dumps(_error_body(failure))}\n\n"
                         return
             for index, call in enumerate(conversation.client_calls):
@@ -598,7 +597,9 @@ class _OpenAI:
         if isinstance(raw, str):
             turn.user([TextBlock(raw)])
         else:
-            _need(isinstance(raw, list) and bool(raw), "input", "input must be a string or a non-empty list of items")
+            if not isinstance(raw, list) or not raw:
+                raise ProtocolError(400, "invalid_value", "input must be a string or a non-empty list of items",
+                                    param="input")
             for index, item in enumerate(raw):
                 self._responses_item(turn, item, f"input[{index}]")
         instructions = body.get("instructions")
@@ -819,7 +820,7 @@ class _ResponseRun:
                             yield self._event("response.content_part.added", item_id=item["id"], output_index=index,
                                               content_index=0, part={"type": "output_text", "text": "",
                                                                      "annotations": [], "logprobs": []})
-                        delta = event.text  # type: ignore[union-attr]
+                        delta = event.text
                         text += delta
                         assert self.message is not None
                         yield self._event("response.output_text.delta", item_id=self.message["id"],
@@ -829,9 +830,9 @@ class _ResponseRun:
                         for line in self._end_message(text):
                             yield line
                     elif kind is events.Error:
-                        status, code = event_failure(event.error_type, event.message)  # type: ignore[union-attr]
+                        status, code = event_failure(event.error_type, event.message)
                         response["status"] = "failed"
-                        response["error"] = {"code": code, "message": event.message}  # type: ignore[union-attr]
+                        response["error"] = {"code": code, "message": event.message}
                         yield self._event("response.failed", response=response)
                         return
             if self.message is not None:

@@ -91,6 +91,7 @@ async def read_json(request: Request, limit: int) -> Any:
     Raises :class:`ProtocolError` 413 as soon as more arrive (the rest is
     never read, and the answer closes the connection), 415 for a declared
     content type that is not JSON, 400 for a body that is not JSON.
+    Cancellation stops the read (the body is lost with the request).
     """
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind and kind != "application/json" and not kind.endswith("+json"):
@@ -421,7 +422,7 @@ class AppNode:
         self.node: Any = node
 
     async def get(self) -> Any:
-        """The node; :class:`ProtocolError` 503 when there is none."""
+        """The node; :class:`ProtocolError` 503 when there is none. Cancellation only stops the lookup."""
         if self.node is None:
             library = sniffio.current_async_library()
             node = current_node() if library == "trio" else await condukt_asyncio.current_node()

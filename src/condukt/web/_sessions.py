@@ -101,7 +101,10 @@ class Sessions:
         self._table.clear()
 
     async def supervisor(self) -> Any:
-        """The dynamic supervisor of the sessions, started on first use."""
+        """The dynamic supervisor of the sessions, started on first use.
+
+        Cancelled while it starts the supervisor, nothing is left running (the next call starts it).
+        """
         if self._sup is not None and self._sup.alive:
             return self._sup
         if self._node is None:
@@ -124,6 +127,7 @@ class Sessions:
 
         ``session_id`` names the session (a protocol's conversation id), a new
         UUID by default; starting one that is live raises :class:`~condukt.NameTaken`.
+        Cancelled while the agent starts, no session is left behind.
         """
         sup = await self.supervisor()
         if self.idle_timeout is not None and anyio.current_time() - self._last_sweep > min(self.idle_timeout / 4, 30.0):
@@ -151,6 +155,7 @@ class Sessions:
 
         A session whose agent crashed is restarted by the supervisor: this
         waits up to :data:`RESTART_WAIT` seconds for the new incarnation.
+        Cancellation only stops the wait.
         """
         session = self._table.get(session_id)
         if session is None or (route is not None and session.route != route):
@@ -179,7 +184,10 @@ class Sessions:
             session.last_used = anyio.current_time()
 
     async def close(self, session_id: str) -> bool:
-        """Stop the session's agent and forget it; whether it existed."""
+        """Stop the session's agent and forget it; whether it existed.
+
+        Cancelled while the agent stops, the session is forgotten and its agent stopped or stopping.
+        """
         handle = await self.get(session_id)
         if handle is None:
             return False
@@ -191,7 +199,10 @@ class Sessions:
         return True
 
     async def sweep(self) -> int:
-        """Stop sessions idle for longer than ``idle_timeout`` (not while a run is in progress); how many."""
+        """Stop sessions idle for longer than ``idle_timeout`` (not while a run is in progress); how many.
+
+        Cancellation stops the sweep between sessions (the rest are swept next time).
+        """
         if self.idle_timeout is None or self._sup is None:
             return 0
         self._last_sweep = anyio.current_time()
@@ -216,7 +227,7 @@ class Sessions:
         return stopped
 
     async def aclose(self) -> None:
-        """Stop every session (the supervisor)."""
+        """Stop every session (the supervisor). Cancelled, the supervisor may still be stopping."""
         sup, self._sup = self._sup, None
         self._table.clear()
         if sup is not None and sup.alive:

@@ -22,9 +22,10 @@ from ._protocol import Conversation
 __all__ = ["UiPart", "ui_parts"]
 
 Kind = Literal[
-    "step-start", "step-end", "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta", "reasoning-end",
-    "tool-call", "tool-result", "error", "finish",
+    "step-start", "step-end", "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta",
+    "reasoning-end", "tool-call", "tool-result", "error", "finish",
 ]
+_END: dict[str, Kind] = {"text": "text-end", "reasoning": "reasoning-end"}
 
 
 @attrs.frozen
@@ -67,44 +68,44 @@ async def ui_parts(stream: Any, conversation: Conversation) -> AsyncIterator[UiP
             wanted = "text" if kind is events.TextDelta else "reasoning"
             if open_kind != wanted:
                 if open_kind is not None:
-                    yield UiPart(f"{open_kind}-end", open_id)  # type: ignore[arg-type]
+                    yield UiPart(_END[open_kind], open_id)
                 open_kind, open_id = wanted, _new_id("msg" if wanted == "text" else "rs")
-                yield UiPart(f"{wanted}-start", open_id)  # type: ignore[arg-type]
-            yield UiPart(f"{wanted}-delta", open_id, event.text)  # type: ignore[arg-type,union-attr]
+                yield UiPart("text-start" if wanted == "text" else "reasoning-start", open_id)
+            yield UiPart("text-delta" if wanted == "text" else "reasoning-delta", open_id, event.text)
             continue
         if open_kind is not None and kind in (events.ToolCallStart, events.TurnEnd, events.Error, events.Done):
-            yield UiPart(f"{open_kind}-end", open_id)  # type: ignore[arg-type]
+            yield UiPart(_END[open_kind], open_id)
             open_kind = None
         if kind is events.TurnStart:
             yield UiPart("step-start")
         elif kind is events.TurnEnd:
             yield UiPart("step-end")
         elif kind is events.ToolCallStart:
-            call_id, name = event.id, event.name  # type: ignore[union-attr]
+            call_id, name = event.id, event.name
             if name in client_names:
                 accepted = any(call.id == call_id for call in conversation.client_calls)
                 if not accepted:  # invalid arguments: the model gets an error result and tries again
                     continue
                 held.add(call_id)
-            yield UiPart("tool-call", call_id, name=name, arguments=event.arguments,  # type: ignore[union-attr]
+            yield UiPart("tool-call", call_id, name=name, arguments=event.arguments,
                          client=call_id in held)
         elif kind is events.ToolCallEnd:
-            call_id = event.id  # type: ignore[union-attr]
-            if call_id in held or event.name in client_names:  # type: ignore[union-attr]
+            call_id = event.id
+            if call_id in held or event.name in client_names:
                 continue
-            yield UiPart("tool-result", call_id, event.result, name=event.name,  # type: ignore[union-attr]
-                         is_error=event.is_error)  # type: ignore[union-attr]
+            yield UiPart("tool-result", call_id, event.result, name=event.name,
+                         is_error=event.is_error)
         elif kind is events.MaxTurnsReached:
             max_turns = True
         elif kind is events.Error:
-            yield UiPart("error", text=event.message, reason=event.error_type)  # type: ignore[union-attr]
+            yield UiPart("error", text=event.message, reason=event.error_type)
             return
         elif kind is events.Done:
-            if event.status == "completed":  # type: ignore[union-attr]
+            if event.status == "completed":
                 reason = "tool-calls" if held else "length" if max_turns else "stop"
                 yield UiPart("finish", reason=reason)
             else:
-                status = event.status  # type: ignore[union-attr]
+                status = event.status
                 yield UiPart("error", text=f"the run ended: {status}", reason="RunTimeout" if status == "timeout"
                              else "Aborted")
             return

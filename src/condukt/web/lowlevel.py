@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from ._protocol import (
     AppNode,
-    EventStreamResponse,
     ProtocolError,
     attachment,
     bearer_ok,
@@ -30,7 +29,6 @@ from ._sessions import AgentRoute, Sessions, SessionsFull
 __all__ = [
     "AgentRoute",
     "AppNode",
-    "EventStreamResponse",
     "ProtocolError",
     "Sessions",
     "SessionsFull",
