@@ -221,10 +221,15 @@ class ConduktHandler(RequestHandler):
             raise TaskNotCancelableError(f"task {params.id!r} has already ended "
                                          f"({TaskState.Name(record.task.status.state)})")
         record.cancel_requested = True
-        if record.run_id is not None:
+        if record.run_id is None:
+            # Not started (queued behind another task of its context): canceled now; its run, when its turn
+            # comes, stops at its start.
+            await record.end("aborted", "the task was canceled")
+            record.close()
+        else:
             await record.agent.abort(record.run_id)
-        with trio.move_on_after(CANCEL_WAIT):
-            await record.done.wait()
+            with trio.move_on_after(CANCEL_WAIT):
+                await record.done.wait()
         return record.snapshot()
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:

@@ -30,11 +30,11 @@ from a2a.types import (
     Task,
     TaskArtifactUpdateEvent,
     TaskState,
-    TaskStatus,
     TaskStatusUpdateEvent,
 )
 
 from .. import events
+from ..agent import Aborted
 from ..messages import DocumentBlock, ImageBlock
 from ..otp import Caller, NameTaken, Node, Server
 
@@ -89,9 +89,11 @@ class TaskRecord:
                        role=Role.ROLE_AGENT, parts=[new_text_part(text)])
 
     def snapshot(self, history_length: int | None = None) -> Task:
-        """A copy of the task (its last ``history_length`` messages when given)."""
+        """A copy of the task (its last ``history_length`` messages when given), its answer as an artifact."""
         copy = Task()
         copy.CopyFrom(self.task)
+        if self.text:
+            copy.artifacts.append(Artifact(artifact_id=self.artifact_id, name="answer", parts=[new_text_part(self.text)]))
         if history_length is not None and history_length >= 0 and len(copy.history) > history_length:
             keep = list(copy.history)[len(copy.history) - history_length:] if history_length else []
             del copy.history[:]
@@ -120,17 +122,19 @@ class TaskRecord:
                 self.listeners.remove(listener)
 
     async def set_state(self, state: int, text: str | None = None, *, wait: bool = True) -> None:
-        status = TaskStatus(state=state)  # type: ignore[arg-type]
+        status = self.task.status
+        status.Clear()
+        status.state = state  # type: ignore[assignment]
         status.timestamp.GetCurrentTime()
         if text is not None:
             message = self.agent_message(text)
             status.message.CopyFrom(message)
             if state in TERMINAL:
                 self.task.history.append(message)
-        self.task.status.CopyFrom(status)
-        update = TaskStatusUpdateEvent(task_id=self.task.id, context_id=self.task.context_id)
-        update.status.CopyFrom(status)
-        await self.publish(update, wait=wait)
+        if self.listeners:
+            update = TaskStatusUpdateEvent(task_id=self.task.id, context_id=self.task.context_id)
+            update.status.CopyFrom(status)
+            await self.publish(update, wait=wait)
 
     async def on_event(self, event: Any) -> None:
         """Follow the run: working at its start, its text as artifact chunks, its end as the final state."""
@@ -142,25 +146,24 @@ class TaskRecord:
             self.turn_has_text = True
             first = not self.text
             self.text += text
-            artifact = Artifact(artifact_id=self.artifact_id, name="answer", parts=[new_text_part(text)])
-            self._store_artifact()
-            await self.publish(TaskArtifactUpdateEvent(task_id=self.task.id, context_id=self.task.context_id,
-                                                       artifact=artifact, append=not first, last_chunk=False))
+            if self.listeners:
+                artifact = Artifact(artifact_id=self.artifact_id, name="answer", parts=[new_text_part(text)])
+                await self.publish(TaskArtifactUpdateEvent(task_id=self.task.id, context_id=self.task.context_id,
+                                                           artifact=artifact, append=not first, last_chunk=False))
         elif kind is events.TurnStart:
             self.separate = self.separate or self.turn_has_text
             self.turn_has_text = False
         elif kind is events.AgentStart:
+            self.run_id = event.run_id
+            if self.cancel_requested:  # canceled while queued: stop at once (abort returns at once from here)
+                await self.agent.abort(event.run_id)
+                return
             await self.set_state(TaskState.TASK_STATE_WORKING)
-
-    def _store_artifact(self) -> None:
-        artifact = Artifact(artifact_id=self.artifact_id, name="answer", parts=[new_text_part(self.text)])
-        del self.task.artifacts[:]
-        self.task.artifacts.append(artifact)
 
     async def end(self, status: str, text: str) -> None:
         """The run ended (``status`` as its ``Done`` says); ``text`` is its result or its error."""
         # Shielded at the node's shutdown: readers that cannot take the last updates lose them.
-        if self.text:
+        if self.text and self.listeners:
             await self.publish(TaskArtifactUpdateEvent(
                 task_id=self.task.id, context_id=self.task.context_id, append=True, last_chunk=True,
                 artifact=Artifact(artifact_id=self.artifact_id, name="answer")), wait=False)
@@ -185,33 +188,29 @@ class Runner(Server):
 
 
 async def _drive(record: TaskRecord, timeout: float | None) -> None:
-    """Run the task's prompt on its agent, following its events; never raises (it would crash the runner)."""
+    """Run the task's prompt on its agent, following its events; never raises (it would crash the runner).
+
+    ``agent.run`` with an event callback rather than ``agent.stream``: no
+    channel between the run and this task (``benchmarks/protocols.py``
+    measures the difference); the run's id comes with its ``AgentStart``.
+    """
     status, text = "failed", ""
     try:
-        async with record.agent.stream(record.prompt, images=list(record.images) or None,
-                                       documents=list(record.documents) or None, timeout=timeout) as stream:
-            record.run_id = stream.run_id
-            if record.cancel_requested:
-                await record.agent.abort(stream.run_id)
-            async for event in stream:
-                if type(event) is events.Done:
-                    status = event.status
-                    if stream.error is not None:
-                        text = f"{stream.error.error_type}: {stream.error.message}"
-                    elif status == "aborted":
-                        text = "the task was canceled"
-                    else:
-                        text = stream.result if isinstance(stream.result, str) else str(stream.result)
-                else:
-                    await record.on_event(event)
-    except Exception as exc:  # the agent crashed (its session restarts) or refused the run
+        result = await record.agent.run(record.prompt, images=list(record.images) or None,
+                                        documents=list(record.documents) or None, timeout=timeout,
+                                        on_event=record.on_event)
+        status, text = "completed", result if isinstance(result, str) else str(result)
+    except Aborted:
+        status, text = "aborted", "the task was canceled"
+    except Exception as exc:  # failed, timed out; the agent crashed (its session restarts) or refused the run
         status, text = "failed", f"{type(exc).__name__}: {exc}"
     finally:
-        with trio.CancelScope(shield=True):
-            try:
-                await record.end(status, text)
-            finally:
-                record.close()
+        if not record.done.is_set():  # a task canceled before its run started has ended already
+            with trio.CancelScope(shield=True):
+                try:
+                    await record.end(status, text)
+                finally:
+                    record.close()
 
 
 class Tasks:

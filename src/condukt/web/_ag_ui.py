@@ -74,7 +74,7 @@ from ._protocol import (
     split_turn,
     stop_agent,
 )
-from ._ui import ui_parts
+from ._ui import UiParts
 
 __all__ = ["ag_ui_app", "conversation_of"]
 
@@ -176,7 +176,7 @@ class _AgUi:
                                                 for e in exc.errors()[:5])) from None
             turn = conversation_of(run)
             node = await self.node.get()
-            conversation = Conversation(turn)
+            conversation = Conversation.of(turn)
             try:
                 agent = await self.served.spawn(node, conversation, id=run.thread_id)
             except (TypeError, ValueError) as exc:
@@ -196,39 +196,43 @@ class _AgUi:
             async with agent.stream(CONTINUE if turn.continues else turn.prompt, images=images, documents=documents,
                                     timeout=self.run_timeout) as stream:
                 text_message = ""  # the assistant message the turn's tool calls belong to
-                async for part in ui_parts(stream, conversation):
-                    kind = part.kind
-                    if kind == "text-start":
-                        text_message = part.id
-                        yield _sse(TextMessageStartEvent(message_id=part.id, role="assistant"))
-                    elif kind == "text-delta":
-                        yield _sse(TextMessageContentEvent(message_id=part.id, delta=part.text))
-                    elif kind == "text-end":
-                        yield _sse(TextMessageEndEvent(message_id=part.id))
-                    elif kind == "reasoning-start":
-                        yield _sse(ReasoningStartEvent(message_id=part.id))
-                        yield _sse(ReasoningMessageStartEvent(message_id=part.id, role="reasoning"))
-                    elif kind == "reasoning-delta":
-                        yield _sse(ReasoningMessageContentEvent(message_id=part.id, delta=part.text))
-                    elif kind == "reasoning-end":
-                        yield _sse(ReasoningMessageEndEvent(message_id=part.id))
-                        yield _sse(ReasoningEndEvent(message_id=part.id))
-                    elif kind == "tool-call":
-                        arguments = part.arguments if isinstance(part.arguments, str) else json.dumps(part.arguments)
-                        yield _sse(ToolCallStartEvent(tool_call_id=part.id, tool_call_name=part.name,
-                                                      parent_message_id=text_message or None))
-                        yield _sse(ToolCallArgsEvent(tool_call_id=part.id, delta=arguments))
-                        yield _sse(ToolCallEndEvent(tool_call_id=part.id))
-                    elif kind == "tool-result":
-                        yield _sse(ToolCallResultEvent(message_id=f"{part.id}-result", tool_call_id=part.id,
-                                                       content=part.text, role="tool"))
-                    elif kind == "error":
-                        _, code = event_failure(part.reason, part.text)
-                        yield _sse(RunErrorEvent(message=part.text, code=code))
-                        return
-                    elif kind == "finish":
-                        yield _sse(RunFinishedEvent(thread_id=thread_id, run_id=run_id))
-                        return
+                translate = UiParts(conversation)
+                async for event in stream:
+                    for part in translate(event):
+                        kind = part.kind
+                        if kind == "text-start":
+                            text_message = part.id
+                            yield _sse(TextMessageStartEvent(message_id=part.id, role="assistant"))
+                        elif kind == "text-delta":
+                            yield _sse(TextMessageContentEvent(message_id=part.id, delta=part.text))
+                        elif kind == "text-end":
+                            yield _sse(TextMessageEndEvent(message_id=part.id))
+                        elif kind == "reasoning-start":
+                            yield _sse(ReasoningStartEvent(message_id=part.id))
+                            yield _sse(ReasoningMessageStartEvent(message_id=part.id, role="reasoning"))
+                        elif kind == "reasoning-delta":
+                            yield _sse(ReasoningMessageContentEvent(message_id=part.id, delta=part.text))
+                        elif kind == "reasoning-end":
+                            yield _sse(ReasoningMessageEndEvent(message_id=part.id))
+                            yield _sse(ReasoningEndEvent(message_id=part.id))
+                        elif kind == "tool-call":
+                            arguments = part.arguments
+                            if not isinstance(arguments, str):
+                                arguments = json.dumps(arguments)
+                            yield _sse(ToolCallStartEvent(tool_call_id=part.id, tool_call_name=part.name,
+                                                          parent_message_id=text_message or None))
+                            yield _sse(ToolCallArgsEvent(tool_call_id=part.id, delta=arguments))
+                            yield _sse(ToolCallEndEvent(tool_call_id=part.id))
+                        elif kind == "tool-result":
+                            yield _sse(ToolCallResultEvent(message_id=f"{part.id}-result", tool_call_id=part.id,
+                                                           content=part.text, role="tool"))
+                        elif kind == "error":
+                            _, code = event_failure(part.reason, part.text)
+                            yield _sse(RunErrorEvent(message=part.text, code=code))
+                            return
+                        elif kind == "finish":
+                            yield _sse(RunFinishedEvent(thread_id=thread_id, run_id=run_id))
+                            return
         except Exception as exc:  # the agent crashed, or refused the run
             yield _sse(RunErrorEvent(message=f"{type(exc).__name__}: {exc}", code="agent_crashed"))
         finally:

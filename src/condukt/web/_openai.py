@@ -444,7 +444,7 @@ class _OpenAI:
 
     async def start(self, served: ServedAgent, turn: ClientTurn) -> tuple[Any, Conversation]:
         node = await self.node.get()
-        conversation = Conversation(turn)
+        conversation = Conversation.of(turn)
         try:
             agent = await served.spawn(node, conversation)
         except (TypeError, ValueError) as exc:  # a client tool named like an agent's own, a bad schema...

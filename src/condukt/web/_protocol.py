@@ -252,7 +252,7 @@ class ClientTool(Tool):
 
 
 class Conversation(Capability):
-    """Plays a :class:`ClientTurn` on an agent (one capability per request).
+    """Plays a :class:`ClientTurn` on an agent (one capability per request): make one with :meth:`of`.
 
     * ``setup`` puts ``turn.history`` in the agent's history;
     * ``tools`` offers the client's tools next to the agent's own;
@@ -263,6 +263,10 @@ class Conversation(Capability):
       placeholder and ends the run after its turn (``client_calls`` holds
       them); invalid arguments are an error result the model sees, as for
       its own tools.
+
+    Only the hooks a turn needs are there (:meth:`of` picks the class): an
+    agent pays for a hook on every turn once it is overridden (the
+    protocols benchmark, ``benchmarks/protocols.py``, measures it).
     """
 
     def __init__(self, turn: ClientTurn) -> None:
@@ -270,22 +274,40 @@ class Conversation(Capability):
         self.client = {definition.name: ClientTool(definition) for definition in turn.client_tools}
         #: The client tool calls that ended the run, in the model's order.
         self.client_calls: list[ToolCall] = []
-        #: Index of this request's first new message in the history (set by ``setup``).
+        #: Index of this request's first new message in the history.
         self.start = len(turn.history)
+
+    @staticmethod
+    def of(turn: ClientTurn) -> Conversation:
+        """The conversation capability for ``turn``, with the hooks it needs and no others."""
+        rewrites = bool(turn.instructions) or turn.continues
+        if turn.client_tools:
+            return _ToolsAndRewrites(turn) if rewrites else _ClientTools(turn)
+        return _Rewrites(turn) if rewrites else Conversation(turn)
+
+    @property
+    def needed(self) -> bool:
+        """Whether the agent needs this capability at all (a new conversation without extras does not)."""
+        return bool(self.turn.history) or type(self) is not Conversation
 
     async def setup(self, session: Any) -> None:
         """Put the client's conversation in the history (the agent starts with it, as after a restore)."""
-        session.messages[:] = self.turn.history
+        if self.turn.history:
+            session.messages[:] = self.turn.history
 
-    def tools(self, session: Any) -> Sequence[Tool]:
-        """The client's tools (checked like any tool at the agent's start)."""
-        return list(self.client.values())
+    def new_messages(self, history: Sequence[Message]) -> list[Message]:
+        """This request's messages in ``history``: the placeholder prompt and client-call placeholders left out."""
+        new = list(history[self.start :])
+        if self.turn.continues and new and type(new[0]) is UserMessage and new[0].text == CONTINUE:
+            new.pop(0)
+        held = {call.id for call in self.client_calls}
+        return [m for m in new if not (type(m) is ToolResultMessage and m.tool_call_id in held)]
 
+
+class _Rewrites(Conversation):
     def prepare_request(self, run: Run, request: ModelRequest) -> ModelRequest:
         """Add the client's instructions; drop a continuation's placeholder prompt."""
         turn = self.turn
-        if not turn.instructions and not turn.continues:
-            return request
         system = request.system_prompt
         if turn.instructions:
             system = f"{system}\n\n{turn.instructions}" if system else turn.instructions
@@ -293,6 +315,12 @@ class Conversation(Capability):
         if turn.continues and 0 <= run.start < len(messages):
             messages = messages[: run.start] + messages[run.start + 1 :]
         return attrs.evolve(request, system_prompt=system, messages=messages)
+
+
+class _ClientTools(Conversation):
+    def tools(self, session: Any) -> Sequence[Tool]:
+        """The client's tools (checked like any tool at the agent's start)."""
+        return list(self.client.values())
 
     def intercept_tool_call(self, run: Run, call: ToolCall) -> ToolResultMessage | None:
         """Hold a client tool's call for the client (an error result for invalid arguments)."""
@@ -309,13 +337,9 @@ class Conversation(Capability):
         """End the run once the model called a client tool: the client answers it."""
         return bool(self.client_calls)
 
-    def new_messages(self, history: Sequence[Message]) -> list[Message]:
-        """This request's messages in ``history``: the placeholder prompt and client-call placeholders left out."""
-        new = list(history[self.start :])
-        if self.turn.continues and new and type(new[0]) is UserMessage and new[0].text == CONTINUE:
-            new.pop(0)
-        held = {call.id for call in self.client_calls}
-        return [m for m in new if not (type(m) is ToolResultMessage and m.tool_call_id in held)]
+
+class _ToolsAndRewrites(_ClientTools, _Rewrites):
+    pass
 
 
 #: The start option that carries a request's :class:`Conversation` to its agent.
@@ -376,6 +400,8 @@ class ServedAgent:
         nothing is left running.
         """
         options = {**self.options, **options}
+        if not conversation.needed:
+            return await node.spawn(self.agent, **options)
         if "capabilities" in options:  # the start option replaces the class's capabilities(): add ours to it
             options["capabilities"] = [*options["capabilities"], conversation]
             return await node.spawn(self.agent, **options)

@@ -2,8 +2,8 @@
 
 Both protocols describe an answer as blocks that open, stream and close:
 text, reasoning, tool calls (with their arguments whole, as condukt has
-them when the call starts) and tool results. :func:`ui_parts` turns an
-agent's event stream into that sequence, closing an open text or reasoning
+them when the call starts) and tool results. :class:`UiParts` turns an
+agent's events into that sequence, closing an open text or reasoning
 block before anything else starts, and telling the client's tools (which
 the client runs) from the agent's own (whose results it sends).
 """
@@ -11,7 +11,6 @@ the client runs) from the agent's own (whose results it sends).
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import attrs
@@ -19,7 +18,7 @@ import attrs
 from .. import events
 from ._protocol import Conversation
 
-__all__ = ["UiPart", "ui_parts"]
+__all__ = ["UiPart", "UiParts"]
 
 Kind = Literal[
     "step-start", "step-end", "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta",
@@ -48,64 +47,77 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-async def ui_parts(stream: Any, conversation: Conversation) -> AsyncIterator[UiPart]:
-    """The parts of the run whose events ``stream`` yields (``agent.stream(...)``, entered).
+class UiParts:
+    """Turns a run's events into :class:`UiPart` s: ``parts = translate(event)`` for each event, in order.
 
-    Each model response (a turn: its text and the results of its tool
-    calls) is between ``step-start`` and ``step-end``. Ends with a ``finish`` part (``reason`` ``"tool-calls"`` when the
-    client's tools were called, ``"length"`` after ``max_turns``, else
-    ``"stop"``) or an ``error`` part (a failed run: ``reason`` is its error
-    type, ``text`` its message).
+    Synchronous (called from the adapter's own loop over ``agent.stream``),
+    so a stream pays no async generator in between. Each model response (a
+    turn: its text and the results of its tool calls) is between
+    ``step-start`` and ``step-end``. The last parts are a ``finish`` part
+    (``reason`` ``"tool-calls"`` when the client's tools were called,
+    ``"length"`` after ``max_turns``, else ``"stop"``) or an ``error`` part
+    (a failed run: ``reason`` is its error type, ``text`` its message);
+    ``done`` is then set.
     """
-    open_kind: str | None = None  # "text" or "reasoning"
-    open_id = ""
-    client_names = conversation.client
-    held: set[str] = set()  # client calls whose result is the placeholder: never sent
-    max_turns = False
-    async for event in stream:
+
+    __slots__ = ("client_names", "conversation", "done", "held", "max_turns", "open_id", "open_kind")
+
+    def __init__(self, conversation: Conversation) -> None:
+        self.conversation = conversation
+        self.client_names = conversation.client
+        self.open_kind: str | None = None  # "text" or "reasoning"
+        self.open_id = ""
+        self.held: set[str] = set()  # client calls whose result is the placeholder: never sent
+        self.max_turns = False
+        self.done = False
+
+    def __call__(self, event: Any) -> list[UiPart]:
+        if self.done:
+            return []
         kind = type(event)
+        parts: list[UiPart] = []
         if kind is events.TextDelta or kind is events.ThinkingDelta:
-            wanted = "text" if kind is events.TextDelta else "reasoning"
-            if open_kind != wanted:
-                if open_kind is not None:
-                    yield UiPart(_END[open_kind], open_id)
-                open_kind, open_id = wanted, _new_id("msg" if wanted == "text" else "rs")
-                yield UiPart("text-start" if wanted == "text" else "reasoning-start", open_id)
-            yield UiPart("text-delta" if wanted == "text" else "reasoning-delta", open_id, event.text)
-            continue
-        if open_kind is not None and kind in (events.ToolCallStart, events.TurnEnd, events.Error, events.Done):
-            yield UiPart(_END[open_kind], open_id)
-            open_kind = None
+            text = kind is events.TextDelta
+            wanted = "text" if text else "reasoning"
+            if self.open_kind != wanted:
+                if self.open_kind is not None:
+                    parts.append(UiPart(_END[self.open_kind], self.open_id))
+                self.open_kind, self.open_id = wanted, _new_id("msg" if text else "rs")
+                parts.append(UiPart("text-start" if text else "reasoning-start", self.open_id))
+            parts.append(UiPart("text-delta" if text else "reasoning-delta", self.open_id, event.text))
+            return parts
+        if self.open_kind is not None and kind in _CLOSING:
+            parts.append(UiPart(_END[self.open_kind], self.open_id))
+            self.open_kind = None
         if kind is events.TurnStart:
-            yield UiPart("step-start")
+            parts.append(UiPart("step-start"))
         elif kind is events.TurnEnd:
-            yield UiPart("step-end")
+            parts.append(UiPart("step-end"))
         elif kind is events.ToolCallStart:
             call_id, name = event.id, event.name
-            if name in client_names:
-                accepted = any(call.id == call_id for call in conversation.client_calls)
-                if not accepted:  # invalid arguments: the model gets an error result and tries again
-                    continue
-                held.add(call_id)
-            yield UiPart("tool-call", call_id, name=name, arguments=event.arguments,
-                         client=call_id in held)
+            client = name in self.client_names
+            if client:
+                if not any(call.id == call_id for call in self.conversation.client_calls):
+                    return parts  # invalid arguments: the model gets an error result and tries again
+                self.held.add(call_id)
+            parts.append(UiPart("tool-call", call_id, name=name, arguments=event.arguments, client=client))
         elif kind is events.ToolCallEnd:
-            call_id = event.id
-            if call_id in held or event.name in client_names:
-                continue
-            yield UiPart("tool-result", call_id, event.result, name=event.name,
-                         is_error=event.is_error)
+            if event.id not in self.held and event.name not in self.client_names:
+                parts.append(UiPart("tool-result", event.id, event.result, name=event.name, is_error=event.is_error))
         elif kind is events.MaxTurnsReached:
-            max_turns = True
+            self.max_turns = True
         elif kind is events.Error:
-            yield UiPart("error", text=event.message, reason=event.error_type)
-            return
+            self.done = True
+            parts.append(UiPart("error", text=event.message, reason=event.error_type))
         elif kind is events.Done:
+            self.done = True
             if event.status == "completed":
-                reason = "tool-calls" if held else "length" if max_turns else "stop"
-                yield UiPart("finish", reason=reason)
+                reason = "tool-calls" if self.held else "length" if self.max_turns else "stop"
+                parts.append(UiPart("finish", reason=reason))
             else:
-                status = event.status
-                yield UiPart("error", text=f"the run ended: {status}", reason="RunTimeout" if status == "timeout"
-                             else "Aborted")
-            return
+                reason = "RunTimeout" if event.status == "timeout" else "Aborted"
+                parts.append(UiPart("error", text=f"the run ended: {event.status}", reason=reason))
+        return parts
+
+
+_CLOSING = frozenset({events.ToolCallStart, events.TurnEnd, events.Error, events.Done})

@@ -53,7 +53,7 @@ from ._protocol import (
     split_turn,
     stop_agent,
 )
-from ._ui import ui_parts
+from ._ui import UiParts
 
 __all__ = ["vercel_ai_app"]
 
@@ -187,7 +187,7 @@ class _Vercel:
             body = await read_json(request, self.max_body_size)
             chat_id, turn = conversation_of(body, self.client_tools)
             node = await self.node.get()
-            conversation = Conversation(turn)
+            conversation = Conversation.of(turn)
             options = {} if chat_id is None else {"id": chat_id}
             try:
                 agent = await self.served.spawn(node, conversation, **options)
@@ -206,33 +206,35 @@ class _Vercel:
         try:
             async with agent.stream(CONTINUE if turn.continues else turn.prompt, images=images, documents=documents,
                                     timeout=self.run_timeout) as stream:
-                async for part in ui_parts(stream, conversation):
-                    kind = part.kind
-                    if kind == "step-start":
-                        yield _chunk({"type": "start-step"})
-                    elif kind == "step-end":
-                        yield _chunk({"type": "finish-step"})
-                    elif kind in ("text-start", "text-end", "reasoning-start", "reasoning-end"):
-                        yield _chunk({"type": kind, "id": part.id})
-                    elif kind in ("text-delta", "reasoning-delta"):
-                        yield _chunk({"type": kind, "id": part.id, "delta": part.text})
-                    elif kind == "tool-call":
-                        yield _chunk({"type": "tool-input-start", "toolCallId": part.id, "toolName": part.name})
-                        yield _chunk({"type": "tool-input-available", "toolCallId": part.id, "toolName": part.name,
-                                      "input": part.arguments})
-                    elif kind == "tool-result":
-                        if part.is_error:
-                            yield _chunk({"type": "tool-output-error", "toolCallId": part.id,
-                                          "errorText": part.text})
-                        else:
-                            yield _chunk({"type": "tool-output-available", "toolCallId": part.id,
-                                          "output": part.text})
-                    elif kind == "error":
-                        yield _chunk({"type": "error", "errorText": f"{part.reason}: {part.text}"})
-                        yield _chunk({"type": "finish", "finishReason": "error"})
-                        break
-                    elif kind == "finish":
-                        yield _chunk({"type": "finish", "finishReason": _FINISH.get(part.reason, "other")})
+                translate = UiParts(conversation)
+                async for event in stream:
+                    for part in translate(event):
+                        kind = part.kind
+                        if kind == "step-start":
+                            yield _chunk({"type": "start-step"})
+                        elif kind == "step-end":
+                            yield _chunk({"type": "finish-step"})
+                        elif kind in ("text-start", "text-end", "reasoning-start", "reasoning-end"):
+                            yield _chunk({"type": kind, "id": part.id})
+                        elif kind in ("text-delta", "reasoning-delta"):
+                            yield _chunk({"type": kind, "id": part.id, "delta": part.text})
+                        elif kind == "tool-call":
+                            yield _chunk({"type": "tool-input-start", "toolCallId": part.id, "toolName": part.name})
+                            yield _chunk({"type": "tool-input-available", "toolCallId": part.id,
+                                          "toolName": part.name, "input": part.arguments})
+                        elif kind == "tool-result":
+                            if part.is_error:
+                                yield _chunk({"type": "tool-output-error", "toolCallId": part.id,
+                                              "errorText": part.text})
+                            else:
+                                yield _chunk({"type": "tool-output-available", "toolCallId": part.id,
+                                              "output": part.text})
+                        elif kind == "error":
+                            yield _chunk({"type": "error", "errorText": f"{part.reason}: {part.text}"})
+                            yield _chunk({"type": "finish", "finishReason": "error"})
+                        elif kind == "finish":
+                            yield _chunk({"type": "finish", "finishReason": _FINISH.get(part.reason, "other")})
+                    if translate.done:
                         break
         except Exception as exc:  # the agent crashed, or refused the run
             yield _chunk({"type": "error", "errorText": f"{type(exc).__name__}: {exc}"})
