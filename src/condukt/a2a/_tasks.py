@@ -93,7 +93,8 @@ class TaskRecord:
         copy = Task()
         copy.CopyFrom(self.task)
         if self.text:
-            copy.artifacts.append(Artifact(artifact_id=self.artifact_id, name="answer", parts=[new_text_part(self.text)]))
+            answer = Artifact(artifact_id=self.artifact_id, name="answer", parts=[new_text_part(self.text)])
+            copy.artifacts.append(answer)
         if history_length is not None and history_length >= 0 and len(copy.history) > history_length:
             keep = list(copy.history)[len(copy.history) - history_length:] if history_length else []
             del copy.history[:]
