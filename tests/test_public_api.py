@@ -81,7 +81,8 @@ SUBPACKAGES = {
         "HttpModel", "PreparedRequest", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport",
     },
     "condukt.mcp": {
-        "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
+        "ConnectionLost", "McpConnectError", "McpPrompt", "McpRequestError", "McpServer", "McpTool", "asgi_app", "http",
+        "render", "serve",
         "server_for", "sse", "stdio",
     },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},

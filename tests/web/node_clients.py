@@ -1,4 +1,4 @@
-"""The npm packages of the protocol tests (``ai``, ``@ag-ui/client``), installed once in a cache, and running them.
+"""The npm packages of the tests (``ai``, ``@ag-ui/client``, MCP server-everything), installed once in a cache.
 
 Installed with npm into ``$CONDUKT_TEST_CACHE`` (default ``~/.cache/condukt-tests``), one directory per
 set of pinned versions, so the suite installs them once per machine. Without Node.js or npm, or when npm
@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import trio
 
-#: The packages and versions the tests run (``ai`` 7 speaks the UI message stream v1).
-PACKAGES = {"ai": "7.0.173", "@ag-ui/client": "1.0.0"}
+#: The packages and versions the tests run (``ai`` 7 speaks the UI message stream v1; server-everything is
+#: the MCP reference server the MCP tests read prompts and resources from).
+PACKAGES = {"ai": "7.0.173", "@ag-ui/client": "1.0.0", "@modelcontextprotocol/server-everything": "2026.8.31"}
 SCRIPTS = Path(__file__).parent / "node"
 
 
