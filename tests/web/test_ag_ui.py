@@ -18,7 +18,7 @@ from ag_ui.core import Event, EventType, RunAgentInput
 import condukt
 import condukt.web
 
-from .helpers import hypercorn_trio
+from .helpers import hypercorn_trio, uvicorn_server
 from .node_clients import run_script
 from .protocol_agents import LOOKUP_TOOL, Assistant, sleeper
 
@@ -211,3 +211,12 @@ async def test_ag_ui_clients_own_http_agent() -> None:
     assert answered["messages"][-1]["content"] == "lookup said: from the browser"
     # The client sent the whole conversation each run: the agent saw each turn once.
     assert last["messages"][-1]["content"] == "turn 4: last"
+
+
+def test_served_on_asyncio_by_uvicorn_with_its_own_node() -> None:
+    app = condukt.web.ag_ui_app(agent=Assistant, token=TOKEN)  # the lifespan opens a node (condukt.asyncio)
+    with uvicorn_server(app) as url:
+        answer = httpx.post(url, json=run_input([{"id": "u1", "role": "user", "content": "hi"}]), headers=AUTH,
+                            timeout=30)
+    events = decode(answer.text)
+    assert events[-1].type == EventType.RUN_FINISHED and replay(events)[0]["content"] == "turn 1: hi"
