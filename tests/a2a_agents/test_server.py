@@ -206,3 +206,11 @@ def test_bad_arguments_are_refused_at_once() -> None:
         condukt.a2a.asgi_app(agent=Assistant, name="", description="y")
     with pytest.raises(ValueError, match="url"):
         condukt.a2a.remote("ftp://x")
+
+
+def test_on_asyncio_the_app_refuses_to_start_saying_why() -> None:
+    from starlette.testclient import TestClient
+
+    app = condukt.a2a.asgi_app(agent=Assistant, name="assistant", description="Helps.")  # its lifespan's node
+    with pytest.raises(RuntimeError, match="runs on trio"), TestClient(app):
+        pass

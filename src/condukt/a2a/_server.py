@@ -387,6 +387,8 @@ def asgi_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with holder.lifespan()(app) as state:
+            if not isinstance(state["node"], Node):
+                raise RuntimeError("condukt.a2a runs on trio: serve the app with hypercorn -k trio or condukt serve")
             try:
                 yield state
             finally:
