@@ -187,7 +187,7 @@ async def test_bad_requests(tmp_path: Path) -> None:
                            ([1, 2, 3], -32600)):
             answer = await http.post(f"{url}/", json=body, headers={**AUTH, "A2A-Version": "1.0"})
             assert answer.json()["error"]["code"] == code, body
-        not_json = await http.post(f"{url}/", content=b"{nope", headers=AUTH)
+        not_json = await http.post(f"{url}/", content=b"{nope", headers={**AUTH, "Content-Type": "application/json"})
         assert not_json.json()["error"]["code"] == -32700
         fetched = {**rpc, "params": {"message": {"messageId": "m", "role": "ROLE_USER",
                                                  "parts": [{"url": "http://169.254.169.254/", "mediaType": "text/plain"}]}}}
@@ -214,3 +214,12 @@ def test_on_asyncio_the_app_refuses_to_start_saying_why() -> None:
     app = condukt.a2a.asgi_app(agent=Assistant, name="assistant", description="Helps.")  # its lifespan's node
     with pytest.raises(RuntimeError, match="runs on trio"), TestClient(app):
         pass
+
+
+async def test_the_browser_guard_stands_in_front(tmp_path: Path) -> None:
+    async with served(tmp_path) as (url, _), httpx.AsyncClient(headers=AUTH, timeout=30) as http:
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}}
+        assert (await http.post(f"{url}/", json=rpc, headers={"Host": "attacker.example"})).status_code == 421
+        assert (await http.post(f"{url}/", json=rpc, headers={"Origin": "https://evil.example"})).status_code == 403
+        card = await http.get(f"{url}/.well-known/agent-card.json", headers={"Host": "attacker.example"})
+        assert card.status_code == 421

@@ -220,3 +220,12 @@ def test_served_on_asyncio_by_uvicorn_with_its_own_node() -> None:
                             timeout=30)
     events = decode(answer.text)
     assert events[-1].type == EventType.RUN_FINISHED and replay(events)[0]["content"] == "turn 1: hi"
+
+
+async def test_the_browser_guard_stands_in_front_and_origins_can_be_allowed() -> None:
+    body = run_input([{"id": "u1", "role": "user", "content": "hi"}])
+    async with served() as client:
+        assert (await client.post("/", json=body, headers={"Host": "attacker.example"})).status_code == 421
+        assert (await client.post("/", json=body, headers={"Origin": "https://app.example"})).status_code == 403
+    async with served(allowed_origins=["https://app.example"]) as client:
+        assert (await client.post("/", json=body, headers={"Origin": "https://app.example"})).status_code == 200

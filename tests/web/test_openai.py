@@ -342,3 +342,16 @@ def test_bad_arguments_are_refused_at_once() -> None:
         condukt.web.openai_app(agents={"a": Assistant}, max_body_size=0)
     with pytest.raises(TypeError, match="node"):
         condukt.web.openai_app("node", agents={"a": Assistant})  # type: ignore[arg-type]
+
+
+async def test_the_browser_guard_stands_in_front(tmp_path: Path) -> None:
+    async with served(tmp_path) as (_, raw):
+        body = {"model": "assistant", "messages": [{"role": "user", "content": "hi"}]}
+        rebound = await raw.post("/v1/chat/completions", json=body, headers={**AUTH, "Host": "attacker.example"})
+        assert rebound.status_code == 421
+        foreign = await raw.post("/v1/chat/completions", json=body, headers={**AUTH, "Origin": "https://evil.example"})
+        assert foreign.status_code == 403
+        simple = await raw.post("/v1/chat/completions", content=json.dumps(body), headers={
+            **AUTH, "Content-Type": "text/plain"})
+        assert simple.status_code == 415
+        assert (await raw.post("/v1/chat/completions", json=body, headers=AUTH)).status_code == 200

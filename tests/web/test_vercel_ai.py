@@ -150,3 +150,12 @@ async def test_the_ai_packages_own_transport_and_reader() -> None:
 
         (denied,) = await run_script("vercel_client.mjs", url, "wrong", json.dumps([user("hello")]))
         assert "error" in denied
+
+
+async def test_the_browser_guard_stands_in_front() -> None:
+    async with served() as (_, client):
+        body = {"messages": [user("hi")]}
+        assert (await client.post("/", json=body, headers={"Host": "attacker.example"})).status_code == 421
+        assert (await client.post("/", json=body, headers={"Origin": "https://evil.example"})).status_code == 403
+        plain = await client.post("/", content=json.dumps(body), headers={"Content-Type": "text/plain"})
+        assert plain.status_code == 415

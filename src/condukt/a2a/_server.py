@@ -13,7 +13,7 @@ import base64
 import contextlib
 import itertools
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, MutableMapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, MutableMapping, Sequence
 from typing import Any
 
 import trio
@@ -62,7 +62,16 @@ from starlette.routing import Route
 from ..agent import Agent
 from ..messages import DocumentBlock, ImageBlock
 from ..otp import ChildSpec, NameTaken, Node
-from ..web.lowlevel import AgentRoute, AppNode, ProtocolError, Sessions, SessionsFull, attachment, bearer_ok
+from ..web.lowlevel import (
+    AgentRoute,
+    AppNode,
+    ProtocolError,
+    Sessions,
+    SessionsFull,
+    attachment,
+    bearer_ok,
+    guard_middleware,
+)
 from ._tasks import TaskRecord, Tasks
 
 __all__ = ["asgi_app"]
@@ -286,6 +295,8 @@ def asgi_app(
     max_sessions: int = 1000,
     session_idle_timeout: float | None = 900.0,
     max_tasks: int = 10_000,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> Starlette:
     """An agent served over A2A: a Starlette ASGI app (``docs/a2a.md``).
 
@@ -309,6 +320,12 @@ def asgi_app(
 
     ``node``: a trio :class:`condukt.Node`, or ``None`` (the app's lifespan
     opens one). The app runs on trio (``hypercorn -k trio``, ``condukt serve``).
+    ``allowed_hosts`` and ``allowed_origins`` are the
+    :class:`~condukt.web.BrowserGuard`'s, in front of every route as for
+    :func:`condukt.web.create_app`: a foreign ``Host`` gets 421, a foreign
+    ``Origin`` 403, a body that is not JSON 415 (behind a proxy, pass the
+    public name: ``allowed_hosts=["api.example.com"]``).
+
     Raises ``TypeError``/``ValueError`` for bad arguments. Synchronous.
     """
     if node is not None and not isinstance(node, Node):
@@ -395,7 +412,9 @@ def asgi_app(
                 with trio.CancelScope(shield=True):
                     await sessions.aclose()
 
+    browser_guard = guard_middleware(allowed_hosts, allowed_origins)
     return Starlette(
+        middleware=[browser_guard],
         routes=[
             Route(AGENT_CARD_WELL_KNOWN_PATH, agent_card, methods=["GET"]),
             Route("/.well-known/agent.json", agent_card, methods=["GET"]),  # where A2A 0.3 clients look

@@ -14,6 +14,11 @@ abort, history, delete, typed operations, ``/openapi.json`` and
 :func:`hypercorn.trio.serve`) or on asyncio (uvicorn) through
 :mod:`condukt.asyncio`: the same app object on both.
 
+:class:`BrowserGuard` is the ASGI middleware every condukt HTTP surface
+puts in front of its routes: it refuses what a hostile web page can make
+a browser on the same machine send (a foreign ``Host`` after DNS
+rebinding, a foreign ``Origin``, a body that is not JSON).
+
 The ecosystem's protocols, each an ASGI app of its own (``docs/openai.md``,
 ``docs/ag-ui.md``, ``docs/vercel-ai.md``; A2A is :mod:`condukt.a2a`):
 :func:`openai_app` (the OpenAI API: models, chat completions, responses),
@@ -33,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from starlette.applications import Starlette
 
 from ._app import create_app
+from ._guard import BrowserGuard
 from ._openai import openai_app
 from ._sessions import SessionsFull
 from ._vercel import vercel_ai_app
@@ -47,4 +53,4 @@ except ImportError as _missing:  # pragma: no cover - depends on the environment
         raise ImportError("condukt.web.ag_ui_app needs ag-ui-protocol: `pip install 'condukt[ag-ui]'`") from _reason
 
 
-__all__ = ["SessionsFull", "ag_ui_app", "create_app", "openai_app", "vercel_ai_app"]
+__all__ = ["BrowserGuard", "SessionsFull", "ag_ui_app", "create_app", "openai_app", "vercel_ai_app"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import ag_ui.core as ag
@@ -57,6 +57,7 @@ from ..messages import (
     UserMessage,
 )
 from ..otp import Node
+from ._guard import guard_middleware
 from ._protocol import (
     CONTINUE,
     AppNode,
@@ -246,6 +247,8 @@ def ag_ui_app(
     token: str | None = None,
     max_body_size: int = 8 << 20,
     run_timeout: float | None = 300.0,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> Starlette:
     """An agent behind the AG-UI protocol: a Starlette ASGI app (``docs/ag-ui.md``).
 
@@ -265,6 +268,12 @@ def ag_ui_app(
     ``node``, ``token``, ``max_body_size`` and ``run_timeout`` are as for
     :func:`condukt.web.openai_app`; errors before the stream starts are
     JSON ``{"error", "message"}`` with a 4xx status.
+    ``allowed_hosts`` and ``allowed_origins`` are the
+    :class:`~condukt.web.BrowserGuard`'s, in front of every route as for
+    :func:`condukt.web.create_app`: a foreign ``Host`` gets 421, a foreign
+    ``Origin`` 403, a body that is not JSON 415 (behind a proxy, pass the
+    public name: ``allowed_hosts=["api.example.com"]``; a page served from
+    another origin that calls the app needs its origin in ``allowed_origins``).
 
     Raises ``TypeError``/``ValueError`` for bad arguments. Synchronous.
     """
@@ -272,5 +281,6 @@ def ag_ui_app(
     served = ServedAgent.of("agent", agent)
     check_app_options(token, max_body_size, run_timeout)
     app = _AgUi(holder, served, None if token is None else token.encode(), max_body_size, run_timeout)
-    return Starlette(routes=[Route("/", app.run, methods=["POST"])], lifespan=holder.lifespan())
+    return Starlette(routes=[Route("/", app.run, methods=["POST"])],
+                     middleware=[guard_middleware(allowed_hosts, allowed_origins)], lifespan=holder.lifespan())
 

@@ -22,7 +22,7 @@ import json
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -46,6 +46,7 @@ from ..messages import (
     UserMessage,
 )
 from ..otp import Node
+from ._guard import guard_middleware
 from ._protocol import (
     CONTINUE,
     AppNode,
@@ -878,6 +879,8 @@ def openai_app(
     max_body_size: int = 8 << 20,
     run_timeout: float | None = 300.0,
     max_stored_responses: int = 1000,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> Starlette:
     """Agents behind the OpenAI API: a Starlette ASGI app (``docs/openai.md``).
 
@@ -902,6 +905,11 @@ def openai_app(
     (413 beyond); ``run_timeout`` bounds each run (504). The Responses API
     keeps the last ``max_stored_responses`` stored responses in memory for
     ``previous_response_id``.
+    ``allowed_hosts`` and ``allowed_origins`` are the
+    :class:`~condukt.web.BrowserGuard`'s, in front of every route as for
+    :func:`condukt.web.create_app`: a foreign ``Host`` gets 421, a foreign
+    ``Origin`` 403, a body that is not JSON 415 (behind a proxy, pass the
+    public name: ``allowed_hosts=["api.example.com"]``).
 
     Raises ``TypeError``/``ValueError`` for bad arguments. Synchronous.
     """
@@ -919,6 +927,7 @@ def openai_app(
     app_routes = _OpenAI(holder, served, None if token is None else token.encode(), max_body_size, run_timeout,
                          _ResponseStore(max_stored_responses))
     g = app_routes.guard
+    browser_guard = guard_middleware(allowed_hosts, allowed_origins)
     return Starlette(
         routes=[
             Route("/v1/models", g(app_routes.models), methods=["GET"]),
@@ -928,5 +937,6 @@ def openai_app(
             Route("/v1/responses/{id}", g(app_routes.retrieve), methods=["GET"]),
             Route("/v1/responses/{id}", g(app_routes.delete), methods=["DELETE"]),
         ],
+        middleware=[browser_guard],
         lifespan=holder.lifespan(),
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -37,6 +37,7 @@ from ..messages import (
     UserMessage,
 )
 from ..otp import Node
+from ._guard import guard_middleware
 from ._protocol import (
     CONTINUE,
     AppNode,
@@ -266,6 +267,8 @@ def vercel_ai_app(
     token: str | None = None,
     max_body_size: int = 8 << 20,
     run_timeout: float | None = 300.0,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> Starlette:
     """An agent behind the Vercel AI SDK's UI message stream: a Starlette ASGI app (``docs/vercel-ai.md``).
 
@@ -285,6 +288,12 @@ def vercel_ai_app(
     ``"tool-calls"``, and the request carrying its output continues.
     ``node``, ``token``, ``max_body_size`` and ``run_timeout`` are as for
     :func:`condukt.web.openai_app`.
+    ``allowed_hosts`` and ``allowed_origins`` are the
+    :class:`~condukt.web.BrowserGuard`'s, in front of every route as for
+    :func:`condukt.web.create_app`: a foreign ``Host`` gets 421, a foreign
+    ``Origin`` 403, a body that is not JSON 415 (behind a proxy, pass the
+    public name: ``allowed_hosts=["api.example.com"]``; a page served from
+    another origin that calls the app needs its origin in ``allowed_origins``).
 
     Raises ``TypeError``/``ValueError`` for bad arguments. Synchronous.
     """
@@ -293,4 +302,5 @@ def vercel_ai_app(
     check_app_options(token, max_body_size, run_timeout)
     app = _Vercel(holder, served, None if token is None else token.encode(), max_body_size, run_timeout,
                   _definitions(client_tools))
-    return Starlette(routes=[Route("/", app.chat, methods=["POST"])], lifespan=holder.lifespan())
+    return Starlette(routes=[Route("/", app.chat, methods=["POST"])],
+                     middleware=[guard_middleware(allowed_hosts, allowed_origins)], lifespan=holder.lifespan())

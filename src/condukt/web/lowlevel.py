@@ -10,10 +10,13 @@ Weaker stability promises than :mod:`condukt.web` (as ``trio.lowlevel``):
   tokens, data URLs, the errors adapters render in their protocol's shape.
 * :func:`run_failure` / :func:`event_failure`: the HTTP status and code for
   a failed run (an exception, or a stream's ``Error`` event).
+* :func:`guard_middleware`: the :class:`~condukt.web.BrowserGuard` entry of a
+  Starlette app's middleware, its options checked at once.
 """
 
 from __future__ import annotations
 
+from ._guard import guard_middleware
 from ._protocol import (
     AppNode,
     ProtocolError,
@@ -36,6 +39,7 @@ __all__ = [
     "bearer_ok",
     "decode_data_url",
     "event_failure",
+    "guard_middleware",
     "read_json",
     "run_failure",
 ]
