@@ -309,6 +309,11 @@ async def _serve_app(application: Any, host: str, port: int, after: str | None =
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
+    # Set, not left to hypercorn's defaults, because they are what stops slow clients: a connection
+    # without a request in progress (headers still arriving, or nothing sent) is closed after the
+    # keep-alive timeout, and a request's headers may hold 16 KiB at most (docs/http.md, "Security").
+    config.keep_alive_timeout = 5.0
+    config.h11_max_incomplete_size = 16 * 1024
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
         async def shutdown_trigger() -> None:
@@ -399,6 +404,15 @@ def observe(
     host: Annotated[str, typer.Option("--host", metavar="HOST", help="Demo: the address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", metavar="PORT", help="Demo: the port (0: any free port).")] = 8001,
     open_browser: Annotated[bool, typer.Option("--open/--no-open", help="Open the page in a browser.")] = True,
+    no_token: Annotated[
+        bool, typer.Option("--no-token", help="Demo: serve without a token (whoever reaches the port sees it all).")
+    ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host", metavar="NAME", help="Demo: another host name browsers use to reach it (repeatable)."
+        ),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Demo: log its flaky agent's crash reports on stderr too.")
     ] = False,
@@ -410,7 +424,8 @@ def observe(
     (never sent to the server). Without: starts an offline demo node
     (scripted agents under a supervisor, busy with tool calls, one crashing
     now and then, quietly unless --verbose) and serves its observer until
-    Ctrl-C.
+    Ctrl-C, behind a token made for it (in the printed address's fragment)
+    unless --token or --no-token.
     """
     import webbrowser
 
@@ -429,16 +444,19 @@ def observe(
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with condukt.open_node() as node, trio.open_nursery() as nursery:
                 await nursery.start(demo_workload, node)
+                chosen = None if no_token else token if token is not None else observer_web.NEW_TOKEN
                 try:
-                    address = await nursery.start(
-                        functools.partial(observer_web.serve, node, host=host, port=port, token=token)
+                    page = await nursery.start(
+                        functools.partial(
+                            observer_web.serve, node, host=host, port=port, token=chosen,
+                            allowed_hosts=allow_host or (),
+                        )  # fmt: skip
                     )
                 except BaseException as exc:
                     error = listen_error(exc, host, port)
                     if error is None:
                         raise
                     raise error from None
-                page = observer_web.page_url(address, token, path="/")
                 print(f"observing a demo node at {page} (Ctrl-C stops)", flush=True)
                 if open_browser:
                     webbrowser.open(page)

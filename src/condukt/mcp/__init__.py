@@ -8,7 +8,12 @@ Client — put a server in an agent's tools list::
 
     def tools(self):
         return [condukt.mcp.stdio("python", "server.py", env={"TOKEN": condukt.secrets.env("TOKEN")}),
-                condukt.mcp.http("https://host/mcp", headers={...}, prefix="gh")]
+                condukt.mcp.http("https://host/mcp", headers={...}, prefix="gh", resources=True)]
+
+A server's prompts and resources: ``await server.get_prompt(name, args)``
+(an :class:`McpPrompt`: ``agent.run(prompt.text)``), ``list_prompts``,
+``list_resources``, ``read_resource``; ``resources=True`` also offers the
+model tools to list and read them.
 
 Server — expose condukt tools, operations or an agent to MCP clients::
 
@@ -27,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 if importlib.util.find_spec("mcp") is None:  # pragma: no cover - depends on the environment
     raise ImportError("condukt.mcp needs the official MCP SDK: install the extra with `pip install 'condukt[mcp]'`")
 
-from ._definition import McpServer, http, sse, stdio
-from ._errors import ConnectionLost, McpConnectError
+from ._definition import McpPrompt, McpServer, http, sse, stdio
+from ._errors import ConnectionLost, McpConnectError, McpRequestError
 
 if TYPE_CHECKING:
     from ._serve import asgi_app, serve, server_for
@@ -51,6 +56,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ConnectionLost",
     "McpConnectError",
+    "McpPrompt",
+    "McpRequestError",
     "McpServer",
     "McpTool",
     "asgi_app",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..otp import ConduktError
 
-__all__ = ["ConnectionLost", "McpConnectError"]
+__all__ = ["ConnectionLost", "McpConnectError", "McpRequestError"]
 
 
 class McpConnectError(ConduktError):
@@ -13,3 +13,7 @@ class McpConnectError(ConduktError):
 
 class ConnectionLost(ConduktError):
     """The MCP server closed the connection (it exited): the connection process crashes and is restarted."""
+
+
+class McpRequestError(ConduktError):
+    """An MCP server answered a request (``prompts/get``, ``resources/read``...) with an error, or is not running."""
