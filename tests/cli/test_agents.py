@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -173,30 +171,6 @@ def _node_modules() -> Path:
     return root / "node_modules"
 
 
-@contextlib.asynccontextmanager
-async def scripted_server(*args: str, cwd: Path) -> AsyncIterator[str]:
-    """``condukt test-server ARGS`` in its own process: its base URL (its first line)."""
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "condukt", "test-server", "-q", *args], cwd=cwd, env=environment(), stdin=-1, stdout=-1
-    )
-    try:
-        assert process.stdout is not None and process.stdin is not None
-        with trio.fail_after(TIMEOUT):
-            first = b""
-            while b"\n" not in first:
-                chunk = await process.stdout.receive_some()
-                assert chunk, "condukt test-server exited before listening"
-                first += chunk
-        yield first.split(b"\n")[0].decode()
-        await process.stdin.aclose()
-        with trio.fail_after(TIMEOUT):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-
-
 async def test_the_example_agent_runs_with_the_example_node_mcp_server_against_a_scripted_test_server(
     tmp_path: Path,
 ) -> None:
@@ -205,7 +179,8 @@ async def test_the_example_agent_runs_with_the_example_node_mcp_server_against_a
     examples = tmp_path / "examples"
     shutil.copytree(ROOT / "examples", examples, ignore=shutil.ignore_patterns("node_modules", "__pycache__"))
     (examples / "mcp" / "node_modules").symlink_to(modules)
-    async with scripted_server("--script", "examples/triage_agent.jsonl", cwd=tmp_path) as url:
+    args = ["test-server", "-q", "--script", "examples/triage_agent.jsonl"]
+    async with listening(args, rb"(http://127\.0\.0\.1:\d+)\n", tmp_path) as url:
         done = await condukt_cli(
             "run", "--agent", "examples.triage_agent:Triage", "--mcp", "node examples/mcp/server.js",
             "--model", "openai:scripted", "--base-url", f"{url}/v1", "--api-key", "none", "Triage issue 12",

@@ -85,6 +85,16 @@ async def test_serve_wants_an_app_or_an_agent_not_both(tmp_path: Path) -> None:
     assert neither.stderr.decode() == "error: give MODULE:APP or --agent MODULE:CLASS (one of them)\n"
     both = await condukt_cli("serve", "a:app", "--agent", "b:Agent")
     assert both.returncode == 2 and both.stderr.decode().count("\n") == 1
+    agent_options = await condukt_cli("serve", "a:app", "--model", "openai:m", "--token", "t")
+    assert agent_options.returncode == 2
+    assert agent_options.stderr.decode() == (
+        "error: --model, --token only with --agent (MODULE:APP is served as it is)\n"
+    )
+    # The same options from the environment (CONDUKT_MODEL, CONDUKT_TOKEN) are no mistake.
+    from_env = await condukt_cli(
+        "serve", "nowhere:app", env=environment(CONDUKT_MODEL="openai:m", CONDUKT_TOKEN="t"), cwd=tmp_path
+    )
+    assert (from_env.returncode, from_env.stderr.decode()) == (1, "error: no module named 'nowhere'\n")
 
 
 async def test_an_agent_that_is_not_an_agent_class_is_one_line(tmp_path: Path) -> None:

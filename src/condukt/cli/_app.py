@@ -19,7 +19,7 @@ import condukt
 from condukt.providers import THINKING_LEVELS
 
 from ._agents import AgentChoice, ToolSet, choose_agent, load_object, route_name
-from ._errors import CommandError, UsageError, execute, listen_error, set_debug
+from ._errors import CommandError, UsageError, execute, set_debug, start_listening
 from ._render import JsonPrinter, Renderer
 
 __all__ = ["app", "main"]
@@ -47,7 +47,7 @@ class _Group(_FlagsWithoutValues, TyperGroup):
 app = typer.Typer(
     name="condukt",
     cls=_Group,
-    help="Reliable LLM agents as supervised processes on trio: run, chat, serve, observe, demo.",
+    help="Reliable LLM agents as supervised processes on trio: run, chat, serve, observe, demo, test-server.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -324,13 +324,7 @@ async def _serve_app(application: Any, host: str, port: int, after: str | None =
             start = functools.partial(
                 hypercorn_serve, application, config, mode="asgi", shutdown_trigger=shutdown_trigger
             )
-            try:
-                binds = await nursery.start(start)
-            except BaseException as exc:
-                error = listen_error(exc, host, port)
-                if error is None:
-                    raise
-                raise error from None
+            binds = await start_listening(nursery, start, host, port)
             print(f"serving on {' '.join(binds)}", flush=True)
             if after:
                 print(after.format(url=binds[0]), flush=True)
@@ -340,6 +334,7 @@ async def _serve_app(application: Any, host: str, port: int, after: str | None =
 
 @app.command(cls=_Command)
 def serve(
+    ctx: typer.Context,
     target: Annotated[
         str | None,
         typer.Argument(metavar="MODULE:APP", help="The ASGI application, e.g. myservice:app (or --agent)."),
@@ -373,8 +368,14 @@ def serve(
         if (target is None) == (agent is None):
             raise UsageError("give MODULE:APP or --agent MODULE:CLASS (one of them)")
         if target is not None:
-            if model or base_url or api_key or mcp or token:
-                raise UsageError("--model, --base-url, --api-key, --mcp and --token go with --agent")
+            # Given on the command line, not by the environment (CONDUKT_MODEL, CONDUKT_TOKEN... may be set).
+            given = [
+                f"--{name.replace('_', '-')}"
+                for name in ("model", "base_url", "api_key", "mcp", "token")
+                if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
+            ]
+            if given:
+                raise UsageError(f"{', '.join(given)} only with --agent (MODULE:APP is served as it is)")
             return await _serve_app(load_app(target), host, port)
         choice = choose_agent(
             agent=agent, model=model, base_url=base_url, api_key=api_key, tools=None, cwd=None, mcp=mcp or ()
@@ -445,18 +446,10 @@ def observe(
             async with condukt.open_node() as node, trio.open_nursery() as nursery:
                 await nursery.start(demo_workload, node)
                 chosen = None if no_token else token if token is not None else observer_web.NEW_TOKEN
-                try:
-                    page = await nursery.start(
-                        functools.partial(
-                            observer_web.serve, node, host=host, port=port, token=chosen,
-                            allowed_hosts=allow_host or (),
-                        )  # fmt: skip
-                    )
-                except BaseException as exc:
-                    error = listen_error(exc, host, port)
-                    if error is None:
-                        raise
-                    raise error from None
+                start = functools.partial(
+                    observer_web.serve, node, host=host, port=port, token=chosen, allowed_hosts=allow_host or ()
+                )
+                page = await start_listening(nursery, start, host, port)
                 print(f"observing a demo node at {page} (Ctrl-C stops)", flush=True)
                 if open_browser:
                     webbrowser.open(page)

@@ -11,13 +11,14 @@ import errno
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 import typer
 
 from condukt.providers import MissingApiKey
 
-__all__ = ["CommandError", "UsageError", "execute", "error_line", "leaves", "listen_error"]
+__all__ = ["CommandError", "UsageError", "error_line", "execute", "leaves", "listen_error", "start_listening"]
 
 
 class CommandError(Exception):
@@ -74,6 +75,20 @@ def listen_error(exc: BaseException, host: str, port: int) -> CommandError | Non
     if error.errno == errno.EADDRNOTAVAIL:
         return CommandError(f"cannot listen on {where}: no such address on this machine")
     return CommandError(f"cannot listen on {where}: {error.strerror or error}")
+
+
+async def start_listening(nursery: trio.Nursery, start: Callable[..., Awaitable[Any]], host: str, port: int) -> Any:
+    """``await nursery.start(start)`` for a server on ``host:port``; failing to listen raises one :class:`CommandError`.
+
+    Cancellation: as ``nursery.start``.
+    """
+    try:
+        return await nursery.start(start)
+    except BaseException as exc:
+        error = listen_error(exc, host, port)
+        if error is None:
+            raise
+        raise error from None
 
 
 def execute(main: Callable[[], Awaitable[int]]) -> None:
