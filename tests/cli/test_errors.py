@@ -174,3 +174,18 @@ async def test_the_observe_demo_keeps_its_deliberate_crashes_quiet(
 
     assert await crashes(quiet=True) == []
     assert len(await crashes(quiet=False)) == 3  # --verbose: each crash report logged
+
+
+async def test_what_condukt_logs_is_one_line_each_and_debug_shows_the_tracebacks() -> None:
+    # An MCP server that cannot start: its connection crashes and is restarted, then given up on.
+    args = ["run", "hi", "--model", "openai:m", "--mcp", "/nonexistent/mcp-server"]
+    done = await condukt_cli(*args, env=environment(OPENAI_API_KEY="k"))
+    lines = done.stderr.decode().splitlines()
+    assert done.returncode == 1
+    assert "Traceback (most recent call last):" not in lines
+    crashes = [line for line in lines if line.startswith("error (condukt.otp): ") and " crashed: " in line]
+    assert crashes, lines  # each crash report, in one line
+    assert lines[-1].startswith("error: McpConnectError: ") and "mcp-server" in lines[-1]
+    debug = await condukt_cli("--debug", *args, env=environment(OPENAI_API_KEY="k"))
+    assert debug.returncode == 1
+    assert "Traceback (most recent call last):" in debug.stderr.decode()

@@ -8,6 +8,7 @@ the traceback instead of the one line.
 from __future__ import annotations
 
 import errno
+import logging
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -18,7 +19,10 @@ import typer
 
 from condukt.providers import MissingApiKey
 
-__all__ = ["CommandError", "UsageError", "error_line", "execute", "leaves", "listen_error", "start_listening"]
+__all__ = [
+    "CommandError", "UsageError", "configure_logging", "error_line", "execute", "leaves", "listen_error",
+    "start_listening",
+]  # fmt: skip
 
 
 class CommandError(Exception):
@@ -40,6 +44,43 @@ class _State:
 def set_debug(debug: bool) -> None:
     """``--debug``: show tracebacks instead of one-line errors."""
     _State.debug = debug
+    configure_logging(debug)
+
+
+class _OneLine(logging.Handler):
+    """condukt's log records on stderr, one line each (a crash report's exception as ``Type: message``).
+
+    Written to ``sys.stderr`` as it is at each record, so ``condukt chat``'s
+    input line, which reroutes stderr above itself, is not written over.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = " ".join(record.getMessage().split())
+            info = record.exc_info
+            if info and info[1] is not None:
+                text += f": {type(info[1]).__name__}: {' '.join(str(info[1]).split())}"
+            print(f"{record.levelname.lower()} ({record.name}): {text}", file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
+_HANDLER: logging.Handler | None = None
+
+
+def configure_logging(debug: bool) -> None:
+    """condukt's warnings and errors on stderr: one line each, or with their tracebacks under ``--debug``."""
+    global _HANDLER
+    logger = logging.getLogger("condukt")
+    if _HANDLER is not None:
+        logger.removeHandler(_HANDLER)
+    if debug:
+        _HANDLER = logging.StreamHandler()  # the default format: message, then the traceback
+        _HANDLER.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    else:
+        _HANDLER = _OneLine()
+    _HANDLER.setLevel(logging.WARNING)
+    logger.addHandler(_HANDLER)
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
