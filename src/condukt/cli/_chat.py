@@ -267,6 +267,9 @@ class _EditorFront:
         def thread() -> None:
             try:
                 asyncio.run(prompts())
+            except Exception as exc:  # noqa: BLE001 - the session must hear of it, or it waits for input forever
+                print(f"error: the input line failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                post("eof")
             finally:
                 self._loop = None
                 try:
