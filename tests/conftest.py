@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 import pytest
 from waiting import WallBound, gone
 
-
 #: How much longer than its nominal bound a wall-clock check may take: the suite runs on
 #: small machines with other work on them (CI sets nothing; raise it on slower hosts).
 WALL_CLOCK_SLACK = float(os.environ.get("CONDUKT_WALL_CLOCK_SLACK", "4"))

@@ -5,8 +5,9 @@ imports this module by name: ``from waiting import Watched``.
 
 * :class:`Watched`: a list whose changes wake the tasks waiting for a
   condition on it (a tool's calls, an agent's events, restarted incarnations);
-* :func:`open_fifo`: a named pipe a subprocess writes a line into when it
-  reaches a point the test waits for (it started, it wrote its pids);
+* :func:`open_fifo` (:func:`open_fifo_asyncio` on asyncio): a named pipe a
+  subprocess writes a line into when it reaches a point the test waits for
+  (it started, it wrote its pids);
 * :func:`exited` (and :func:`gone`, for synchronous code): waits until a
   process (not necessarily a child) has exited, woken by the kernel
   through a pidfd.
@@ -18,6 +19,7 @@ timing assertion. Timing assertions go through the ``wall_bound`` fixture.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
@@ -114,6 +116,20 @@ async def open_fifo(path: Path) -> AsyncIterator[FifoReader]:
         await stream.aclose()
 
 
+@contextlib.asynccontextmanager
+async def open_fifo_asyncio(path: Path) -> AsyncIterator[asyncio.StreamReader]:
+    """:func:`open_fifo` for asyncio code: a ``StreamReader`` of the pipe (``await reader.readline()``)."""
+    os.mkfifo(path)
+    pipe = os.fdopen(os.open(path, os.O_RDWR | os.O_NONBLOCK), "rb", buffering=0)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        yield reader
+    finally:
+        transport.close()
+
+
 def _pidfd(pid: int) -> int | None:
     """A pidfd for ``pid``, or ``None`` if there is no such process any more."""
     try:
@@ -164,4 +180,4 @@ async def all_exited(pids: Iterable[int], *, timeout: float = TIMEOUT) -> list[i
     return [pid for pid in pids if not await exited(pid, timeout=max(0.0, deadline - trio.current_time()))]
 
 
-__all__ = ["TIMEOUT", "WallBound", "FifoReader", "Watched", "all_exited", "exited", "gone", "open_fifo"]
+__all__ = ["TIMEOUT", "WallBound", "FifoReader", "Watched", "all_exited", "exited", "gone", "open_fifo", "open_fifo_asyncio"]

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from waiting import TIMEOUT, Watched
 
 import condukt
 from condukt.events import ApprovalRequested
 from condukt.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from condukt.sessions import PendingApproval, SessionStore, Snapshot
-from waiting import TIMEOUT, Watched
 
 
 class Recorder(condukt.Agent):

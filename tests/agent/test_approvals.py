@@ -9,14 +9,13 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from waiting import Watched
 
 import condukt
 from condukt.events import AgentEnd, ApprovalDecided, ApprovalRequested, Done, Event
 from condukt.messages import AssistantMessage, ToolResultMessage, UserMessage
-from condukt.sessions import DiskStore, SQLiteStore
-from condukt.sessions import Snapshot
+from condukt.sessions import DiskStore, Snapshot, SQLiteStore
 from condukt.testing import ScriptedModel, call, reply
-from waiting import Watched
 
 from .helpers import Recorder, SavesSeen, result_in, wait_pending
 

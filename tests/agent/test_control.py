@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from waiting import WallBound, Watched, open_fifo
 
 import condukt
 from condukt.events import Done, Error
 from condukt.messages import AssistantMessage, TextBlock, ToolResultMessage, UserMessage
 from condukt.testing import ScriptedModel, ScriptExhausted, call, reply
-
-from waiting import Watched, WallBound, open_fifo
 
 from .helpers import Recorder, Sleep, assert_consistent, of_type
 

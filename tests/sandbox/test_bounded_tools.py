@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 import trio
+from waiting import WallBound
 
 import condukt
 from condukt.events import ToolCallEnd, ToolCallStart
 from condukt.testing import ScriptedModel, call, reply
-from waiting import WallBound
 
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and /dev")
 

@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 import trio
+from waiting import WallBound, open_fifo
 
 import condukt
 from condukt.testing import ScriptedModel, call, reply
-
-from waiting import WallBound, open_fifo
 
 from .conftest import processes_with
 
