@@ -5,7 +5,8 @@ imports this module by name: ``from waiting import Watched``.
 
 * :class:`Watched`: a list whose changes wake the tasks waiting for a
   condition on it (a tool's calls, an agent's events, restarted incarnations);
-* :func:`open_fifo` (:func:`open_fifo_asyncio` on asyncio): a named pipe a
+* :func:`open_fifo` (:func:`open_fifo_asyncio` on asyncio, :func:`open_fifo_sync`
+  in a thread): a named pipe a
   subprocess writes a line into when it reaches a point the test waits for
   (it started, it wrote its pids);
 * :func:`exited` (and :func:`gone`, for synchronous code): waits until a
@@ -24,7 +25,8 @@ import contextlib
 import errno
 import os
 import select
-from collections.abc import AsyncIterator, Callable, Iterable
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import SupportsIndex, TypeVar
 
@@ -116,6 +118,35 @@ async def open_fifo(path: Path) -> AsyncIterator[FifoReader]:
         await stream.aclose()
 
 
+@contextlib.contextmanager
+def open_fifo_sync(path: Path) -> Iterator[Callable[[float], str]]:
+    """:func:`open_fifo` for synchronous code (a thread): yields ``receive_line(timeout)``.
+
+    ``receive_line`` blocks until a whole line is in the pipe (the kernel
+    wakes it) and raises ``TimeoutError`` after ``timeout`` seconds.
+    """
+    os.mkfifo(path)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    buffer = b""
+
+    def receive_line(timeout: float = TIMEOUT) -> str:
+        nonlocal buffer
+        deadline = time.monotonic() + timeout
+        while b"\n" not in buffer:
+            if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                raise TimeoutError(f"no line in {path} within {timeout} s")
+            buffer += os.read(fd, 4096)
+        line, _, buffer = buffer.partition(b"\n")
+        return line.decode()
+
+    try:
+        yield receive_line
+    finally:
+        os.close(fd)
+
+
 @contextlib.asynccontextmanager
 async def open_fifo_asyncio(path: Path) -> AsyncIterator[asyncio.StreamReader]:
     """:func:`open_fifo` for asyncio code: a ``StreamReader`` of the pipe (``await reader.readline()``)."""
@@ -180,4 +211,4 @@ async def all_exited(pids: Iterable[int], *, timeout: float = TIMEOUT) -> list[i
     return [pid for pid in pids if not await exited(pid, timeout=max(0.0, deadline - trio.current_time()))]
 
 
-__all__ = ["TIMEOUT", "WallBound", "FifoReader", "Watched", "all_exited", "exited", "gone", "open_fifo", "open_fifo_asyncio"]
+__all__ = ["TIMEOUT", "WallBound", "FifoReader", "Watched", "all_exited", "exited", "gone", "open_fifo", "open_fifo_asyncio", "open_fifo_sync"]

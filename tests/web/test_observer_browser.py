@@ -16,13 +16,12 @@ from typing import Any
 
 import pytest
 import trio
+from waiting import TIMEOUT
 
 import condukt
 import condukt.web.observer as observer
 from condukt.messages import Usage
 from condukt.testing import ScriptedModel, call, reply
-
-from waiting import TIMEOUT
 
 from .helpers import TOKEN, hypercorn_trio
 from .observed import Blocked, Crashy, Gate

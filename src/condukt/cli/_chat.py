@@ -100,7 +100,9 @@ async def chat_session(options: dict[str, Any], console: Console, *, prices: tup
             console.file.flush()
 
         async def one_run(text: str, done: trio.MemorySendChannel[tuple[str, str]]) -> None:
-            nonlocal running, aborting
+            # ``running`` turns false only when the loop below takes this "done": a line read
+            # meanwhile must still wait behind those typed before it (it did not, under load:
+            # a piped "/history" ran before the "second" that waited, and printed no answer).
             async with done:
                 try:
                     with Renderer(console, prices=prices) as renderer:
@@ -110,8 +112,6 @@ async def chat_session(options: dict[str, Any], console: Console, *, prices: tup
                                 renderer.handle(event)
                 except condukt.ConduktError as exc:
                     say(f"error: {type(exc).__name__}: {exc}", "bold red")
-                running = False
-                aborting = False
                 await done.send(("done", ""))
 
         async def handle(line: str) -> bool:
@@ -157,6 +157,7 @@ async def chat_session(options: dict[str, Any], console: Console, *, prices: tup
             prompt()
             async for kind, line in receive:
                 if kind == "done":
+                    running = aborting = False
                     if not await idle():
                         break
                 elif kind == "eof":
