@@ -48,10 +48,16 @@ class Relay(condukt.Server):
     async def init(self, target: condukt.ray.ClusterHandle) -> None:
         self.target = target
         self.downs: list[tuple[Any, Any]] = []
+        self.waiting: list[condukt.Caller] = []  # "first down" calls, answered at the first Down
 
     async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
         if request == "downs":
             return self.downs
+        if request == "first down":
+            if self.downs:
+                return self.downs
+            self.waiting.append(caller)
+            return condukt.NO_REPLY
         if isinstance(request, tuple) and request[0] == "whereis":  # the sync lookup, from a node
             cluster = condukt.ray.current_cluster()
             assert cluster is not None
@@ -64,6 +70,9 @@ class Relay(condukt.Server):
     async def handle_info(self, message: Any) -> None:
         if isinstance(message, condukt.Down):
             self.downs.append((message.handle, message.reason))
+            for caller in self.waiting:
+                caller.reply(self.downs)
+            self.waiting.clear()
 
 
 @condukt.tool
@@ -197,10 +206,8 @@ async def test_a_lost_node_gives_noconnection_and_its_agent_returns_elsewhere_wi
         assert supervisor.children() == [back]
         assert [message.text for message in await back.history()] == ["remember 42", "echo: remember 42"]
         assert await back.run("again") == "echo: again"
-        with trio.fail_after(10):  # the watcher's node heard of the loss on its own
-            while not await watcher.call("downs"):
-                await trio.sleep(0.05)
-        assert await watcher.call("downs") == [(keeper, "noconnection")]
+        # The watcher's node heard of the loss on its own: the call is answered at its first Down.
+        assert await watcher.call("first down", timeout=10) == [(keeper, "noconnection")]
         assert [info.id for info in await cluster.nodes()] == [survivor.id]
 
 

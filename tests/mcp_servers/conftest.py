@@ -33,6 +33,7 @@ def add(a: int, b: int) -> int:
 @mcp.tool()
 async def slow() -> str:
     """Take 30 seconds."""
+    mark("slow started")
     try:
         await anyio.sleep(30)
     except BaseException:
@@ -87,5 +88,5 @@ def server_script(tmp_path: Path) -> list[str]:
 
 @pytest.fixture
 def marks(tmp_path: Path) -> Path:
-    """The file the server appends notes to (``slow cancelled``)."""
+    """The file the server appends notes to (``slow started``, ``slow cancelled``); a test may make it a FIFO."""
     return tmp_path / "marks.txt"
