@@ -34,19 +34,22 @@ def wall_bound(request: pytest.FixtureRequest) -> WallBound:
 
     For what only real time can show (a subprocess killed, a socket closed);
     anything else uses trio's virtual clock. The block fails when it takes
-    longer than ``seconds`` x ``CONDUKT_WALL_CLOCK_SLACK`` (default 4). Only
-    tests marked ``@pytest.mark.slow`` may use it, so every wall-clock
+    longer than ``seconds`` x ``CONDUKT_WALL_CLOCK_SLACK`` (default 4).
+    ``at_least=s`` also fails it when it took less than ``s`` seconds (no
+    slack there: load only makes things slower), for what must really wait.
+    Only tests marked ``@pytest.mark.slow`` may use it, so every wall-clock
     assertion in the suite is found with ``-m slow``.
     """
     if request.node.get_closest_marker("slow") is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses wall_bound: mark it @pytest.mark.slow")
 
     @contextlib.contextmanager
-    def bound(seconds: float, what: str) -> Iterator[None]:
+    def bound(seconds: float, what: str, *, at_least: float = 0.0) -> Iterator[None]:
         start = time.monotonic()
         yield
         elapsed = time.monotonic() - start
         limit = seconds * WALL_CLOCK_SLACK
         assert elapsed <= limit, f"{what} took {elapsed:.2f} s (bound {seconds} s x slack {WALL_CLOCK_SLACK})"
+        assert elapsed >= at_least, f"{what} took {elapsed:.2f} s, less than the {at_least} s it must wait"
 
     return bound

@@ -28,7 +28,7 @@ import select
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import SupportsIndex, TypeVar
+from typing import Protocol, SupportsIndex, TypeVar
 
 import trio
 
@@ -37,8 +37,12 @@ T = TypeVar("T")
 #: Default safety net of a wait, in seconds.
 TIMEOUT = 30.0
 
-#: The type of the ``wall_bound`` fixture (tests/conftest.py): ``with wall_bound(2.0, "what"): ...``.
-WallBound = Callable[[float, str], contextlib.AbstractContextManager[None]]
+class WallBound(Protocol):
+    """The type of the ``wall_bound`` fixture (tests/conftest.py): ``with wall_bound(2.0, "what"): ...``."""
+
+    def __call__(self, seconds: float, what: str, *, at_least: float = 0.0) -> contextlib.AbstractContextManager[None]:
+        """A block that must take at most ``seconds`` (times the suite's slack) and at least ``at_least``."""
+        ...
 
 
 class Watched(list[T]):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+from waiting import WallBound
 
 import condukt
 import condukt.ray
@@ -251,8 +252,9 @@ class Holder(condukt.Server):
         return request
 
 
+@pytest.mark.slow
 async def test_a_cross_node_call_times_out_on_its_node_or_past_the_grace_when_the_node_hangs(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, wall_bound: WallBound
 ) -> None:
     monkeypatch.setattr("condukt.ray._handle.UNRESPONSIVE_GRACE", 0.5)
     async with condukt.ray.open_cluster(nodes=1) as cluster:
@@ -264,10 +266,11 @@ async def test_a_cross_node_call_times_out_on_its_node_or_past_the_grace_when_th
         with trio.fail_after(5):
             while await holder.call("pending") != [False, False]:
                 await trio.sleep(0.05)
-        started = trio.current_time()
-        with pytest.raises(condukt.CallTimeout, match="no reply from node .* within 0.7 s"):
+        # The driver gave up (its own error, naming the node) before the node woke after 1.5 s.
+        with wall_bound(0.7, "a call past its 0.2 s timeout and the 0.5 s grace"), pytest.raises(
+            condukt.CallTimeout, match="no reply from node .* within 0.7 s"
+        ):
             await holder.call("block", timeout=0.2)
-        assert trio.current_time() - started < 1.4  # the driver gave up before the node woke
         with trio.fail_after(5):
             assert await holder.call("after") == "after"
 
