@@ -80,6 +80,13 @@ SUBPACKAGES = {
         "server_for", "sse", "stdio",
     },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
+    "condukt.testing.postgres": {"PostgresNotFound", "PostgresServer", "find_binaries"},
+    "condukt.sessions": {
+        "RUN_STATUSES", "SNAPSHOT_VERSION", "CorruptJournal", "CorruptSnapshot", "DiskStore", "Lease", "LeaseReleased",
+        "LeasingStore", "MemoryStore", "PendingApproval", "PostgresStore", "RunCheckpoint", "RunLog", "SQLiteStore",
+        "SessionOwned", "SessionStore", "Snapshot", "SnapshotError", "StoreNotBound", "StoreUnavailable",
+        "UnsupportedSchema", "UnsupportedSnapshotVersion", "decode", "encode",
+    },
     "condukt.cli": {"JsonPrinter", "Renderer", "app", "main"},
     "condukt.ray": {
         "STREAM_BUFFER", "Cluster", "ClusterHandle", "ClusterMonitor", "ClusterSupervisor", "NodeDown", "NodeInfo",
@@ -135,7 +142,7 @@ PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.agent.lowlevel", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
+    "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
 ]  # fmt: skip
 
 
