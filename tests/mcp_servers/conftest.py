@@ -16,6 +16,9 @@ from mcp.server.mcpserver import Context, MCPServer
 
 mcp = MCPServer("demo")
 MARKS = os.environ.get("MARKS", "")
+if os.environ.get("STARTS"):  # a line per start of this server: a test waits for a restart on it
+    with open(os.environ["STARTS"], "a") as starts:
+        starts.write(f"{os.getpid()}\\n")
 
 
 def mark(text):
