@@ -25,7 +25,7 @@ TOP_LEVEL = {
     "AgentError", "Aborted", "Busy", "NotRunning", "RunTimeout", "InvalidInput", "InvalidOutput",
     "NoResultSubmitted", "UnknownOperation",
     # tools and models
-    "Tool", "ToolContext", "ToolError", "tool", "Model", "ModelError", "ModelRequest",
+    "Tool", "ToolContext", "ToolError", "tool", "Model", "ModelError", "ModelRequest", "ModelSettings",
     # subpackages
     "agent", "compaction", "events", "messages", "otp", "providers", "redaction", "sandbox", "schema", "secrets",
     "serialization", "sessions", "telemetry", "testing", "tools",
@@ -46,7 +46,7 @@ SUBPACKAGES = {
         "ToolContext", "ToolError", "ToolSet", "ToolSource", "ToolSourceContext", "Write", "coding_tools", "read_only_tools", "render_result",
         "resolve_tools", "tool",
     },
-    "condukt.schema": {"Schema", "is_structured_type", "schema_for"},
+    "condukt.schema": {"ExternalReference", "Schema", "is_structured_type", "schema_for"},
     "condukt.messages": {
         "AssistantMessage", "Citation", "ContentBlock", "DOCUMENT_TYPES", "DocumentBlock", "ImageBlock", "Message",
         "ProviderBlock", "StopReason", "TextBlock", "ThinkingBlock", "ToolCall", "ToolDefinition", "ToolResultMessage",
@@ -54,18 +54,19 @@ SUBPACKAGES = {
     },
     "condukt.providers": {
         "ADAPTIVE", "DEFAULT_FALLBACK_ON", "DEFAULT_MAX_CONCURRENCY", "RETRY_STATUSES", "THINKING_LEVELS",
-        "AnthropicModel", "AuthenticationFailed", "Emit", "EmptyPrompt", "Fallback", "GeminiModel", "HttpSettings",
-        "InvalidRequest", "InvalidResponse", "MissingApiKey", "Model", "ModelError", "ModelFactory", "ModelRefused",
-        "ModelRequest", "OpenAIModel", "OpenAIPreset", "OpenAIResponsesModel", "ProviderError", "ProviderLimits",
+        "AnthropicModel", "AuthenticationFailed", "AzureOpenAIModel", "AzureResponsesModel", "BedrockModel", "CorruptFrame", "Emit", "EmptyPrompt", "Fallback", "GeminiModel", "HttpSettings",
+        "InvalidRequest", "InvalidResponse", "MissingApiKey", "MissingCredentials", "Model", "ModelError", "ModelFactory", "ModelRefused",
+        "ModelRequest", "ModelSettings", "OpenAIModel", "OpenAIPreset", "OpenAIResponsesModel", "Price", "ProviderError", "ProviderLimits",
         "ProviderUnavailable", "RateLimited", "RetryPolicy", "StreamError", "ThinkingLevel", "UnknownProvider",
-        "UnsupportedContent", "configure_http", "lowlevel", "provider_limits", "register_provider",
+        "UnsupportedContent", "UnsupportedSetting", "VertexAnthropicModel", "VertexGeminiModel", "configure_http", "lowlevel", "provider_limits", "register_provider",
         "registered_providers", "resolve_model", "validate_thinking_level",
     },
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
-    "condukt.web": {"SessionsFull", "create_app"},
+    "condukt.web": {"BrowserGuard", "SessionsFull", "create_app"},
+    "condukt.web.uvicorn": {"HEADER_TIMEOUT", "HTTPProtocol"},
     "condukt.web.observer": {
-        "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
+        "NEW_TOKEN", "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
     },
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
@@ -74,6 +75,7 @@ SUBPACKAGES = {
     "condukt.agent.lowlevel": {"start_run"},
     "condukt.providers.lowlevel": {
         "HttpModel", "PreparedRequest", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport",
+        "model_settings",
     },
     "condukt.mcp": {
         "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
@@ -142,7 +144,8 @@ PUBLIC_MODULES = [
     "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.agent.lowlevel", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
+    "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.web.uvicorn", "condukt.events",
+    "condukt.ray",
 ]  # fmt: skip
 
 

@@ -40,6 +40,8 @@ class RunRequest:
     sink: trio.MemorySendChannel[Any] | None = None
     output: Any = None
     on_event: Any = None
+    #: The run's :class:`~condukt.ModelSettings` (over the agent's), or ``None``.
+    model_settings: Any = None
 
 
 @attrs.frozen

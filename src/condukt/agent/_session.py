@@ -355,8 +355,20 @@ class Session:
     def _model_request(self, run: Run) -> ModelRequest:
         """The request for ``run``'s next turn, as the capabilities' ``prepare_request`` hooks make it."""
         config = self.config
+        settings = config.model_settings
+        override = run.request.model_settings
+        if override is not None:
+            settings = override if settings is None else settings.merged(override)
+        max_tokens = config.max_tokens
+        if settings is not None and settings.max_tokens is not None:
+            max_tokens = settings.max_tokens
         request = ModelRequest(
-            self.system_prompt, tuple(self.messages), self.tool_definitions, config.thinking_level, config.max_tokens
+            self.system_prompt,
+            tuple(self.messages),
+            self.tool_definitions,
+            config.thinking_level,
+            max_tokens,
+            settings,
         )
         for prepare in run.hooks.prepare_request:
             request = prepare(run, request)

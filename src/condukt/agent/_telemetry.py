@@ -68,6 +68,8 @@ class Telemetry(Capability):
             "cache_write_tokens": run.usage.cache_write_tokens,
             "turns": run.turn,
         }
+        if run.usage.cost is not None:
+            measurements["cost"] = run.usage.cost
         meta = self._run_meta(run)
         if failure is None:
             telemetry.emit(("condukt", "run", "stop"), measurements, meta)
@@ -94,17 +96,17 @@ class Telemetry(Capability):
             failed = {**meta, **_error(self.session, error)}
             telemetry.emit(("condukt", "llm", "exception"), {"duration": duration}, failed)
             return
-        telemetry.emit(
-            ("condukt", "llm", "stop"),
-            {
-                "duration": duration,
-                "input_tokens": message.usage.input_tokens,
-                "output_tokens": message.usage.output_tokens,
-                "cache_read_tokens": message.usage.cache_read_tokens,
-                "cache_write_tokens": message.usage.cache_write_tokens,
-            },
-            {**meta, "stop_reason": message.stop_reason},
-        )
+        usage = message.usage
+        measurements: dict[str, float] = {
+            "duration": duration,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        }
+        if usage.cost is not None:
+            measurements["cost"] = usage.cost
+        telemetry.emit(("condukt", "llm", "stop"), measurements, {**meta, "stop_reason": message.stop_reason})
 
     def _tool_meta(self, run: Run, call: ToolCall) -> dict[str, Any]:
         return {**self._run_meta(run), "turn": run.turn, "tool": call.name, "tool_call_id": call.id}

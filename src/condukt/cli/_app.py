@@ -309,6 +309,11 @@ def serve(
         config = Config()
         config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
         config.accesslog = None
+        # Set, not left to hypercorn's defaults, because they are what stops slow clients: a connection
+        # without a request in progress (headers still arriving, or nothing sent) is closed after the
+        # keep-alive timeout, and a request's headers may hold 16 KiB at most (docs/http.md, "Security").
+        config.keep_alive_timeout = 5.0
+        config.h11_max_incomplete_size = 16 * 1024
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
             async def shutdown_trigger() -> None:
@@ -342,6 +347,13 @@ def observe(
     host: Annotated[str, typer.Option("--host", help="Demo: the address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Demo: the port (0: any free port).")] = 8001,
     open_browser: Annotated[bool, typer.Option("--open/--no-open", help="Open the page in a browser.")] = True,
+    no_token: Annotated[
+        bool, typer.Option("--no-token", help="Demo: serve without a token (whoever reaches the port sees it all).")
+    ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", help="Demo: another host name browsers use to reach it (repeatable)."),
+    ] = None,
 ) -> None:
     """The live dashboard of a node: its supervision tree, agents' runs and events, an abort button.
 
@@ -349,7 +361,8 @@ def observe(
     started with observer=True, the token in the page address's fragment
     (never sent to the server). Without: starts an offline demo node
     (scripted agents under a supervisor, busy with tool calls, one crashing
-    now and then) and serves its observer until Ctrl-C.
+    now and then) and serves its observer until Ctrl-C, behind a token made
+    for it (in the printed address's fragment) unless --token or --no-token.
     """
     import webbrowser
 
@@ -367,10 +380,12 @@ def observe(
     async def main() -> int:
         async with condukt.open_node() as node, trio.open_nursery() as nursery:
             await nursery.start(demo_workload, node)
-            address = await nursery.start(
-                functools.partial(observer_web.serve, node, host=host, port=port, token=token)
+            chosen = None if no_token else token if token is not None else observer_web.NEW_TOKEN
+            page = await nursery.start(
+                functools.partial(
+                    observer_web.serve, node, host=host, port=port, token=chosen, allowed_hosts=allow_host or ()
+                )
             )
-            page = observer_web.page_url(address, token, path="/")
             print(f"observing a demo node at {page} (Ctrl-C stops)", flush=True)
             if open_browser:
                 webbrowser.open(page)

@@ -134,8 +134,8 @@ def _usable(channel: Channel, prefix: str | None) -> tuple[Tool, ...]:
     """
     tools: dict[str, Tool] = {}
     for remote in channel.listing:
-        tool = McpTool(channel, remote, prefix)
         try:
+            tool = McpTool(channel, remote, prefix)
             tool.check()
         except (TypeError, ValueError) as exc:
             logger.warning("%r: tool %r left out: %s", channel.definition, remote.name, exc)

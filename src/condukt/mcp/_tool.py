@@ -11,6 +11,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from ..messages import DocumentBlock, ImageBlock, TextBlock
+from ..schema import Schema
 from ..tools import Tool, ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -30,6 +31,12 @@ def tool_name(prefix: str | None, name: str) -> str:
 class McpTool(Tool):
     """One tool of an MCP server, called through its connection.
 
+    Its input schema is the server's, as an untrusted
+    :class:`~condukt.schema.Schema`: a reference outside it (a URL, a file)
+    is refused when the tool is listed (the tool is left out, logged), and
+    its regexes run on RE2, never in a backtracking engine on the node's
+    thread.
+
     ``call`` sends ``tools/call`` on the connection's session (waiting for a
     connection being restarted); the agent's tool timeout and abort cancel
     it, and the SDK then sends ``notifications/cancelled`` to the server. A
@@ -45,7 +52,8 @@ class McpTool(Tool):
         self.description = remote.description or remote.title or remote.name
         schema = dict(remote.input_schema)
         schema.setdefault("type", "object")
-        self.parameters = schema
+        # The server's schema: nothing it refers to is fetched, its regexes run on RE2 (ValueError otherwise).
+        self.parameters = Schema.of(schema, untrusted=True)
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
         """Call the tool on the server. Cancelling it cancels the request (the server is told)."""

@@ -49,6 +49,9 @@ name                                      measurements                          
 - ``input_tokens`` excludes the prompt tokens read from the provider's cache
   (``cache_read_tokens``, billed at the cache-read rate) and written to it
   (``cache_write_tokens``), as :class:`condukt.messages.Usage` counts them.
+- ``run`` "stop"/"exception" and ``llm`` "stop" also carry ``cost`` (US
+  dollars, a float) when the usage's cost is known (a model the
+  ``genai-prices`` table or given ``prices`` price); it is absent otherwise.
 - ``agent_id`` is the agent's session id; ``agent`` its class name; ``model``
   the ``"provider:model"`` name; ``provider`` the provider prefix; ``run_id`` a
   string unique per run; ``turn`` an int counted from 1 within the run.

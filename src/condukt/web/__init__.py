@@ -13,6 +13,11 @@ abort, history, delete, typed operations, ``/openapi.json`` and
 (:mod:`condukt.web.observer`). Served natively on trio (``hypercorn -k trio``, or
 :func:`hypercorn.trio.serve`) or on asyncio (uvicorn) through
 :mod:`condukt.asyncio`: the same app object on both.
+
+:class:`BrowserGuard` is the ASGI middleware every condukt HTTP surface
+puts in front of its routes: it refuses what a hostile web page can make
+a browser on the same machine send (a foreign ``Host`` after DNS
+rebinding, a foreign ``Origin``, a body that is not JSON).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("condukt.web needs Starlette: install the extra, `pip install 'condukt[web]'`") from exc
 
 from ._app import create_app
+from ._guard import BrowserGuard
 from ._sessions import SessionsFull
 
-__all__ = ["SessionsFull", "create_app"]
+__all__ = ["BrowserGuard", "SessionsFull", "create_app"]
