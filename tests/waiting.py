@@ -9,6 +9,7 @@ imports this module by name: ``from waiting import Watched``.
   in a thread): a named pipe a
   subprocess writes a line into when it reaches a point the test waits for
   (it started, it wrote its pids);
+* :func:`serving_process`: a server in another process, ready when it logs so;
 * :func:`exited` (and :func:`gone`, for synchronous code): waits until a
   process (not necessarily a child) has exited, woken by the kernel
   through a pidfd.
@@ -25,10 +26,11 @@ import contextlib
 import errno
 import os
 import select
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Protocol, SupportsIndex, TypeVar
+from typing import Any, Protocol, SupportsIndex, TypeVar
 
 import trio
 
@@ -165,6 +167,45 @@ async def open_fifo_asyncio(path: Path) -> AsyncIterator[asyncio.StreamReader]:
         transport.close()
 
 
+@contextlib.asynccontextmanager
+async def serving_process(command: list[str], ready: bytes, **options: Any) -> AsyncIterator[trio.Process]:
+    """Start ``command`` (a server) and return once its output (stdout and stderr) holds ``ready``.
+
+    A server in another process signals nothing else: the line it logs when
+    it listens is the event (``condukt serve``: ``serving on``; uvicorn at
+    ``--log-level info``: ``Uvicorn running on``). The rest of its output is
+    read and kept (``process.output``) so the pipe never fills. Leaving kills
+    the process (SIGKILL) unless it has exited.
+    """
+    process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **options)
+    assert process.stdout is not None
+    output = bytearray()
+    listening = trio.Event()
+
+    async def read() -> None:
+        assert process.stdout is not None
+        while chunk := await process.stdout.receive_some():
+            output.extend(chunk)
+            if ready in output:
+                listening.set()
+        listening.set()  # it exited
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            with trio.fail_after(TIMEOUT):
+                await listening.wait()
+            assert ready in output, f"{command[:3]} exited before listening: {output.decode(errors='replace')}"
+            process.output = output  # type: ignore[attr-defined]
+            yield process
+            nursery.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
 def _pidfd(pid: int) -> int | None:
     """A pidfd for ``pid``, or ``None`` if there is no such process any more."""
     try:
@@ -215,4 +256,4 @@ async def all_exited(pids: Iterable[int], *, timeout: float = TIMEOUT) -> list[i
     return [pid for pid in pids if not await exited(pid, timeout=max(0.0, deadline - trio.current_time()))]
 
 
-__all__ = ["TIMEOUT", "WallBound", "FifoReader", "Watched", "all_exited", "exited", "gone", "open_fifo", "open_fifo_asyncio", "open_fifo_sync"]
+__all__ = ["TIMEOUT", "WallBound", "FifoReader", "Watched", "all_exited", "exited", "gone", "open_fifo", "open_fifo_asyncio", "open_fifo_sync", "serving_process"]
