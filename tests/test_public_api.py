@@ -63,8 +63,13 @@ SUBPACKAGES = {
     },
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
-    "condukt.web": {"BrowserGuard", "SessionsFull", "create_app"},
+    "condukt.web": {"BrowserGuard", "SessionsFull", "ag_ui_app", "create_app", "openai_app", "vercel_ai_app"},
     "condukt.web.uvicorn": {"HEADER_TIMEOUT", "HTTPProtocol"},
+    "condukt.web.lowlevel": {
+        "AgentRoute", "AppNode", "ProtocolError", "Sessions", "SessionsFull", "attachment",
+        "bearer_ok", "decode_data_url", "event_failure", "guard_middleware", "read_json", "run_failure",
+    },
+    "condukt.a2a": {"RemoteAgent", "asgi_app", "remote"},
     "condukt.web.observer": {
         "NEW_TOKEN", "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
     },
@@ -78,7 +83,8 @@ SUBPACKAGES = {
         "model_settings",
     },
     "condukt.mcp": {
-        "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
+        "ConnectionLost", "McpConnectError", "McpPrompt", "McpRequestError", "McpServer", "McpTool", "asgi_app", "http",
+        "render", "serve",
         "server_for", "sse", "stdio",
     },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
@@ -145,7 +151,7 @@ PUBLIC_MODULES = [
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
     "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.web.uvicorn", "condukt.events",
-    "condukt.ray",
+    "condukt.ray", "condukt.web.lowlevel", "condukt.a2a",
 ]  # fmt: skip
 
 

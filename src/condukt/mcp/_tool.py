@@ -8,8 +8,10 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from ..events import ToolProgress
 from ..messages import DocumentBlock, ImageBlock, TextBlock
 from ..schema import Schema
 from ..tools import Tool, ToolContext, ToolError
@@ -41,7 +43,9 @@ class McpTool(Tool):
     connection being restarted); the agent's tool timeout and abort cancel
     it, and the SDK then sends ``notifications/cancelled`` to the server. A
     result with ``isError`` and a protocol error are raised as
-    :class:`~condukt.tools.ToolError` (an error result for the model).
+    :class:`~condukt.tools.ToolError` (an error result for the model). The
+    server's progress notifications are :class:`~condukt.events.ToolProgress`
+    events of the calling run.
     """
 
     def __init__(self, channel: Channel, remote: types.Tool, prefix: str | None) -> None:
@@ -56,11 +60,24 @@ class McpTool(Tool):
         self.parameters = Schema.of(schema, untrusted=True)
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Call the tool on the server. Cancelling it cancels the request (the server is told)."""
+        """Call the tool on the server. Cancelling it cancels the request (the server is told).
+
+        The server's progress notifications for the call are
+        :class:`~condukt.events.ToolProgress` events of the calling run.
+        """
         channel = self.channel
         session = await channel.session()
+        emit = context.emit
+        on_progress: ProgressFnT | None = None
+        if emit is not None:
+            call_id = context.tool_call_id
+
+            async def report(progress: float, total: float | None, message: str | None) -> None:
+                await emit(ToolProgress(call_id, channel.redact(message or ""), progress, total))
+
+            on_progress = report
         try:
-            result = await session.call_tool(self.remote_name, args)
+            result = await session.call_tool(self.remote_name, args, progress_callback=on_progress)
         except MCPError as exc:
             raise ToolError(channel.redact(f"MCP server error {exc.error.code}: {exc.error.message}")) from None
         content = render(result, channel.redact)

@@ -138,7 +138,10 @@ class Sessions:
         self._table.clear()
 
     async def supervisor(self) -> Any:
-        """The dynamic supervisor of the sessions, started on first use."""
+        """The dynamic supervisor of the sessions, started on first use.
+
+        Cancelled while it starts the supervisor, nothing is left running (the next call starts it).
+        """
         if self._sup is not None and self._sup.alive:
             return self._sup
         if self._node is None:
@@ -156,9 +159,16 @@ class Sessions:
                 )
         return self._sup
 
-    async def open(self, route: AgentRoute) -> tuple[str, Any]:
-        """Start a new session's agent; returns its id and handle. Raises :class:`SessionsFull`."""
-        return await self._start(route, uuid.uuid4().hex[:24] + route.tag)
+    async def open(self, route: AgentRoute, session_id: str | None = None) -> tuple[str, Any]:
+        """Start a new session's agent; returns its id and handle. Raises :class:`SessionsFull`.
+
+        ``session_id`` names the session (a protocol's conversation id), a new
+        id by default; starting one that is live raises :class:`~condukt.NameTaken`.
+        Cancelled while the agent starts, no session is left behind.
+        """
+        if session_id is None:
+            session_id = uuid.uuid4().hex[:24] + route.tag
+        return await self._start(route, session_id)
 
     async def _start(self, route: AgentRoute, session_id: str) -> tuple[str, Any]:
         sup = await self.supervisor()
@@ -185,6 +195,7 @@ class Sessions:
 
         A session whose agent crashed is restarted by the supervisor: this
         waits up to :data:`RESTART_WAIT` seconds for the new incarnation.
+        Cancellation only stops the wait.
         """
         session = self._table.get(session_id)
         if session is None:
@@ -253,7 +264,10 @@ class Sessions:
             session.last_used = anyio.current_time()
 
     async def close(self, session_id: str) -> bool:
-        """Stop the session's agent, forget it and delete what its store keeps of it; whether it existed."""
+        """Stop the session's agent, forget it and delete what its store keeps of it; whether it existed.
+
+        Cancelled while the agent stops, it is stopped or stopping.
+        """
         session = self._table.get(session_id)
         stored = self._stored(session_id, None)
         if session is None and stored is not None:  # kept in the store, not running: nothing to stop
@@ -282,7 +296,10 @@ class Sessions:
             pass  # the supervisor is gone, and its children with it
 
     async def sweep(self) -> int:
-        """Stop sessions idle for longer than ``idle_timeout`` (not while a run is in progress); how many."""
+        """Stop sessions idle for longer than ``idle_timeout`` (not while a run is in progress); how many.
+
+        Cancellation stops the sweep between sessions (the rest are swept next time).
+        """
         if self.idle_timeout is None or self._sup is None:
             return 0
         self._last_sweep = anyio.current_time()
@@ -304,7 +321,7 @@ class Sessions:
         return stopped
 
     async def aclose(self) -> None:
-        """Stop every session (the supervisor)."""
+        """Stop every session (the supervisor). Cancelled, the supervisor may still be stopping."""
         sup, self._sup = self._sup, None
         self._table.clear()
         if sup is not None and sup.alive:
