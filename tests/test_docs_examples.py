@@ -23,7 +23,9 @@ fence, which neither GitHub nor the docs site shows::
 - ``context=C`` or ``context=C:URL`` runs the block inside the named
   :data:`CONTEXTS`: with top-level ``await`` on trio (``trio``), in an
   open node (``node``) or in a cluster (``cluster``), as a service that runs until a request to
-  ``URL`` is answered and a Ctrl-C ends it (``serving``), or as an ASGI
+  ``URL`` is answered and a Ctrl-C ends it (``serving``: the URL's port must
+  appear in the block, and the test moves it to a free port, so that two
+  runs of the suite at once, or a reader's own server, never collide), or as an ASGI
   module whose ``app`` answers ``GET URL`` (``asgi``, ``asgi-trio``);
 - ``file=PATH`` makes the block a file of a project, written there (under
   packages) and run by importing it: a later block ``after=`` it imports it
@@ -53,6 +55,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 import attrs
@@ -220,7 +223,7 @@ trio.run(_context)
 #: Runs the block's source, compiled so that it may ``await`` at top level, in this script's namespace.
 _HARNESS = """
 import ast as _ast, inspect as _inspect
-_block = compile({source!r}, "<the guide's block>", "exec", flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+_block = compile({source}, "<the guide's block>", "exec", flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 async def block(**names):
     globals().update(names)
@@ -234,6 +237,15 @@ def run_block():
     if _inspect.iscoroutine(result):
         import trio
         trio.run(lambda: result)
+"""
+
+
+#: A free port of 127.0.0.1 for a ``serving`` block, in ``_PORT``.
+_FREE_PORT = """
+import re as _re, socket as _socket
+with _socket.socket() as _probe:
+    _probe.bind(("127.0.0.1", 0))
+    _PORT = _probe.getsockname()[1]
 """
 
 
@@ -345,7 +357,20 @@ def script(block: Block) -> str:
     if first < len(chain):
         source = "\n".join(b.source for b in chain[first:])
         context, _, url = chain[first].context.partition(":")
-        parts += [_HARNESS.format(source=source), CONTEXTS[context].replace("{url!r}", repr(url)).replace("{url}", url)]
+        source_expression, url_expression = repr(source), repr(url)
+        if context == "serving":
+            # The block's port, moved to one free now: fixed ports collide when two suites run at once.
+            port = urllib.parse.urlsplit(url).port
+            assert port is not None and re.search(rf"\b{port}\b", source), (
+                f"{block.id}: a serving block binds the port of its URL, literally (the test moves it to a free one)"
+            )
+            parts.append(_FREE_PORT)
+            source_expression = f"_re.sub(r'\\b{port}\\b', str(_PORT), {source!r})"
+            url_expression = f"{url!r}.replace(':{port}', ':' + str(_PORT), 1)"
+        parts += [
+            _HARNESS.format(source=source_expression),
+            CONTEXTS[context].replace("{url!r}", url_expression).replace("{url}", url),
+        ]
     return "\n".join(parts)
 
 

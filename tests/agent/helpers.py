@@ -11,20 +11,34 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import trio
+from waiting import TIMEOUT, Watched
 
 import condukt
+from condukt.events import ApprovalRequested
 from condukt.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from condukt.sessions import PendingApproval, SessionStore, Snapshot
 
 
 class Recorder(condukt.Agent):
-    """An agent that logs its events to ``options["log"]`` (when given)."""
-    extra_options = frozenset({"log"})
+    """An agent that logs its events to ``options["log"]`` and its incarnations to ``options["incarnations"]``.
+
+    Both optional. ``incarnations`` gets this process's handle as each
+    incarnation starts (a supervisor's restarts included), so a test waits
+    for a restart with ``await incarnations.wait_for_length(2)`` instead of
+    polling ``node.whereis``.
+    """
+
+    extra_options = frozenset({"log", "incarnations"})
 
     async def init(self, options: Mapping[str, Any]) -> None:
         self.log: list[Any] | None = options.get("log")
+        incarnations: list[condukt.AgentHandle] | None = options.get("incarnations")
+        if incarnations is not None:
+            incarnations.append(self.handle)
 
     async def handle_event(self, event: Any) -> None:
         if self.log is not None:
@@ -44,7 +58,8 @@ class Sleep(condukt.Tool):
 
     def __init__(self, **opts: Any) -> None:
         super().__init__(**opts)
-        self.calls: list[dict[str, Any]] = []
+        #: The calls' arguments, as they start: ``await sleep.calls.wait_for_length(n)``.
+        self.calls: Watched[dict[str, Any]] = Watched()
         self.finished: list[str] = []
         self.cancelled = 0
 
@@ -90,6 +105,48 @@ class Crash(condukt.Tool):
 
     async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> Any:
         raise ValueError("kaboom")
+
+
+async def wait_pending(agent: condukt.AgentHandle, count: int = 1) -> tuple[PendingApproval, ...]:
+    """The agent's pending approvals once there are ``count``: checked again after each ``ApprovalRequested``."""
+    with trio.fail_after(TIMEOUT):
+        async with agent.node.subscribe(agent.session_id) as events:
+            # Subscribed first: an approval requested after this check is in ``events``.
+            while len(pending := await agent.pending_approvals()) < count:
+                async for published in events:
+                    if isinstance(published.event, ApprovalRequested):
+                        break
+    return pending
+
+
+class SavesSeen:
+    """A session store that hands every snapshot it saved to ``saves`` (a :class:`Watched` list), after saving it.
+
+    Wraps a real store; a test waits for "this is persisted" with
+    ``await saves.wait_until(...)`` instead of reading the store on a timer.
+    """
+
+    def __init__(self, store: SessionStore, saves: Watched[Snapshot]) -> None:
+        self.store = store
+        self.saves = saves
+
+    def bind(self, cwd: Path) -> SavesSeen:
+        return SavesSeen(self.store.bind(cwd), self.saves)
+
+    async def load(self, key: str) -> Snapshot | None:
+        return await self.store.load(key)
+
+    async def save(self, key: str, snapshot: Snapshot) -> None:
+        await self.store.save(key, snapshot)
+        self.saves.append(snapshot)
+
+    async def delete(self, key: str) -> None:
+        await self.store.delete(key)
+
+
+def result_in(snapshot: Snapshot, call_id: str) -> bool:
+    """Whether ``snapshot`` holds the result of ``call_id`` in its run's checkpoint."""
+    return snapshot.run is not None and any(r.tool_call_id == call_id for r in snapshot.run.results)
 
 
 def tool_results(request: condukt.ModelRequest) -> list[ToolResultMessage]:

@@ -5,14 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
+import trio.testing
+from waiting import Watched
 
 import condukt
 from condukt.events import AgentEnd, ApprovalDecided, ApprovalRequested, Done, Event
 from condukt.messages import AssistantMessage, ToolResultMessage, UserMessage
-from condukt.sessions import DiskStore, SQLiteStore
+from condukt.sessions import DiskStore, Snapshot, SQLiteStore
 from condukt.testing import ScriptedModel, call, reply
+
+from .helpers import Recorder, SavesSeen, result_in, wait_pending
 
 
 class Transfer(condukt.Tool):
@@ -30,13 +35,6 @@ class Transfer(condukt.Tool):
     async def call(self, args: dict[str, Any], context: condukt.ToolContext) -> str:
         self.ledger.append(args["amount"])
         return f"sent {args['amount']}"
-
-
-async def wait_pending(agent: condukt.AgentHandle, count: int = 1) -> tuple[Any, ...]:
-    with trio.fail_after(5):
-        while len(pending := await agent.pending_approvals()) < count:
-            await trio.sleep(0.01)
-    return pending
 
 
 async def test_the_tool_runs_only_after_approval(autojump_clock: trio.abc.Clock) -> None:
@@ -69,7 +67,7 @@ async def test_the_tool_runs_only_after_approval(autojump_clock: trio.abc.Clock)
     assert isinstance(result, ToolResultMessage) and result.text == "sent 5" and not result.is_error
 
 
-async def test_a_denial_reaches_the_model_and_the_tool_never_runs() -> None:
+async def test_a_denial_reaches_the_model_and_the_tool_never_runs(autojump_clock: trio.abc.Clock) -> None:
     ledger: list[int] = []
     model = ScriptedModel([call("transfer", {"amount": 500}, id="c1"), reply("ok, not sent")])
     async with condukt.open_node() as node:
@@ -87,7 +85,7 @@ async def test_a_denial_reaches_the_model_and_the_tool_never_runs() -> None:
     assert "too much money" in result.text
 
 
-async def test_unknown_call_id_is_a_typed_error_in_the_caller() -> None:
+async def test_unknown_call_id_is_a_typed_error_in_the_caller(autojump_clock: trio.abc.Clock) -> None:
     async with condukt.open_node() as node:
         agent = await node.spawn(condukt.Agent, model=ScriptedModel([]), load_project_instructions=False)
         with pytest.raises(condukt.agent.UnknownApproval) as error:
@@ -113,8 +111,10 @@ async def test_approval_timeout_denies_the_call(autojump_clock: trio.abc.Clock) 
 
 
 @pytest.mark.parametrize("order", [("a", "b"), ("b", "a")])
-async def test_two_approvals_in_one_turn_in_either_order(order: tuple[str, str]) -> None:
-    ledger: list[int] = []
+async def test_two_approvals_in_one_turn_in_either_order(
+    order: tuple[str, str], autojump_clock: trio.abc.Clock
+) -> None:
+    ledger: Watched[int] = Watched()
     looked: list[str] = []
 
     @condukt.tool
@@ -139,9 +139,8 @@ async def test_two_approvals_in_one_turn_in_either_order(order: tuple[str, str])
             assert {p.call_id for p in pending} == {"a", "b"}
             assert looked == ["x"]  # the turn's other call ran meanwhile
             await agent.approve(order[0])
-            with trio.fail_after(5):
-                while len(ledger) < 1:
-                    await trio.sleep(0.01)
+            await ledger.wait_for_length(1)
+            await trio.testing.wait_all_tasks_blocked()  # the other call goes on waiting
             assert ledger == [1 if order[0] == "a" else 2]
             await agent.approve(order[1])
     assert sorted(ledger) == [1, 2]
@@ -149,7 +148,7 @@ async def test_two_approvals_in_one_turn_in_either_order(order: tuple[str, str])
     assert [r.tool_call_id for r in results] == ["a", "l", "b"]  # call order, whatever the decision order
 
 
-async def test_a_predicate_decides_which_calls_wait() -> None:
+async def test_a_predicate_decides_which_calls_wait(autojump_clock: trio.abc.Clock) -> None:
     ledger: list[int] = []
     model = ScriptedModel([[call("transfer", {"amount": 5}, id="s"), call("transfer", {"amount": 900}, id="big")], reply("ok")])
     tool = Transfer(ledger, requires_approval=lambda args: args["amount"] > 100)
@@ -164,7 +163,7 @@ async def test_a_predicate_decides_which_calls_wait() -> None:
     assert ledger == [5, 900]
 
 
-async def test_arguments_in_events_and_pending_list_are_redacted() -> None:
+async def test_arguments_in_events_and_pending_list_are_redacted(autojump_clock: trio.abc.Clock) -> None:
     ledger: list[int] = []
     events: list[Event] = []
 
@@ -197,16 +196,12 @@ async def test_arguments_in_events_and_pending_list_are_redacted() -> None:
     assert requested and "hunter2" not in repr(requested)
 
 
-async def result_saved(store: Any, key: str, call_id: str) -> bool:
-    """Whether the snapshot under ``key`` holds the result of ``call_id`` in its run's checkpoint."""
-    snapshot = await store.load(key)
-    return snapshot is not None and snapshot.run is not None and any(r.tool_call_id == call_id for r in snapshot.run.results)
-
-
-def agent_spec(model: Any, ledger: list[int], tmp_path: Path, store: Any) -> condukt.ChildSpec:
+def agent_spec(
+    model: Any, ledger: list[int], tmp_path: Path, store: Any, incarnations: list[condukt.AgentHandle] | None = None
+) -> condukt.ChildSpec:
     return condukt.ChildSpec(
         "agent",
-        condukt.Agent,
+        Recorder,
         kwargs={
             "model": model,
             "tools": [Transfer(ledger)],
@@ -214,6 +209,7 @@ def agent_spec(model: Any, ledger: list[int], tmp_path: Path, store: Any) -> con
             "session_store": store,
             "id": "payer",
             "load_project_instructions": False,
+            "incarnations": incarnations,
         },
         name="payer",
     )
@@ -222,11 +218,13 @@ def agent_spec(model: Any, ledger: list[int], tmp_path: Path, store: Any) -> con
 @pytest.mark.parametrize("kind", ["disk", "sqlite"])
 async def test_a_pending_approval_survives_a_crash_and_supervisor_restart(kind: str, tmp_path: Path) -> None:
     ledger: list[int] = []
-    store = DiskStore() if kind == "disk" else SQLiteStore()
+    inner = DiskStore() if kind == "disk" else SQLiteStore()
+    saves: Watched[Snapshot] = Watched()
+    incarnations: Watched[condukt.AgentHandle] = Watched()
     model = ScriptedModel([[call("transfer", {"amount": 7}, id="c1"), call("transfer", {"amount": 8}, id="c2")], reply("all paid")])
     ended: list[Event] = []
     async with condukt.open_node() as node:
-        await node.start_supervisor([agent_spec(model, ledger, tmp_path, store)])
+        await node.start_supervisor([agent_spec(model, ledger, tmp_path, SavesSeen(inner, saves), incarnations)])
         first = node.whereis("payer", condukt.AgentHandle)
         assert first is not None
         async with node.subscribe("payer") as events:  # the agent's session id is its id
@@ -242,18 +240,14 @@ async def test_a_pending_approval_survives_a_crash_and_supervisor_restart(kind: 
                 nursery.start_soon(ask)
                 await wait_pending(first, 2)
                 await first.approve("c1")
-                with trio.fail_after(5):
-                    # c1 has run and its result is in the snapshot (a call still running at
-                    # the crash would be reported interrupted instead: another test).
-                    while ledger != [7] or not await result_saved(store.bind(tmp_path), "payer", "c1"):
-                        await trio.sleep(0.01)
+                # c1 has run and its result is in the snapshot (a call still running at
+                # the crash would be reported interrupted instead: another test).
+                await saves.wait_until(lambda: any(result_in(snapshot, "c1") for snapshot in saves))
+                assert ledger == [7]
                 first.kill()  # the OTP API: an untrappable exit, the supervisor restarts it
             assert len(caller_saw) == 1  # the caller is gone; the result goes to subscribers
-            with trio.fail_after(5):
-                while node.whereis("payer") in (None, first):
-                    await trio.sleep(0.01)
-            second = node.whereis("payer", condukt.AgentHandle)
-            assert second is not None
+            _, second = await incarnations.wait_for_length(2)
+            assert node.whereis("payer") is second
             (pending,) = await wait_pending(second)
             assert (pending.call_id, pending.arguments) == ("c2", {"amount": 8})
             assert ledger == [7]
@@ -270,12 +264,13 @@ async def test_a_pending_approval_survives_a_crash_and_supervisor_restart(kind: 
     assert any(isinstance(e, AgentEnd) and e.text == "all paid" for e in ended)
     assert [type(m) for m in history] == [UserMessage, AssistantMessage, ToolResultMessage, ToolResultMessage, AssistantMessage]
     assert [m.text for m in history if isinstance(m, ToolResultMessage)] == ["sent 7", "sent 8"]
-    if kind == "sqlite":
-        await store.aclose()
+    if isinstance(inner, SQLiteStore):
+        await inner.aclose()
 
 
 async def test_a_pending_approval_survives_a_node_restart(tmp_path: Path) -> None:
     ledger: list[int] = []
+    log: Watched[Event] = Watched()
     async with condukt.open_node() as node:
         await node.start_supervisor(
             [agent_spec(ScriptedModel([call("transfer", {"amount": 3}, id="c1")]), ledger, tmp_path, DiskStore())]
@@ -288,22 +283,24 @@ async def test_a_pending_approval_survives_a_node_restart(tmp_path: Path) -> Non
     # A new node, as after a deploy: the same store directory, a fresh model for what is left.
     model = ScriptedModel([reply("paid 3")])
     async with condukt.open_node() as node:
-        await node.start_supervisor([agent_spec(model, ledger, tmp_path, DiskStore())])
+        spec = agent_spec(model, ledger, tmp_path, DiskStore())
+        await node.start_supervisor([attrs.evolve(spec, kwargs={**spec.kwargs, "log": log})])
         agent = node.whereis("payer", condukt.AgentHandle)
         assert agent is not None
         (pending,) = await wait_pending(agent)
         assert pending.call_id == "c1" and ledger == []
         await agent.approve("c1")
-        with trio.fail_after(5):
-            while (result := await agent.last_result()) is None:
-                await trio.sleep(0.01)
-        assert (result.status, result.value) == ("completed", "paid 3")
+        await log.wait_until(lambda: any(isinstance(event, Done) for event in log))
+        result = await agent.last_result()
+        assert result is not None and (result.status, result.value) == ("completed", "paid 3")
     assert ledger == [3]
     assert [m.text for m in model.requests[0].messages] == ["pay 3", "", "sent 3"]
 
 
 async def test_a_call_running_at_the_crash_is_reported_interrupted_not_run_again(tmp_path: Path) -> None:
-    started: list[str] = []
+    started: Watched[str] = Watched()
+    incarnations: Watched[condukt.AgentHandle] = Watched()
+    log: Watched[Event] = Watched()
 
     class Deploy(condukt.Tool):
         name = "deploy"
@@ -319,9 +316,9 @@ async def test_a_call_running_at_the_crash_is_reported_interrupted_not_run_again
     model = ScriptedModel([[call("deploy", id="d1"), call("deploy", id="d2")], reply("one of two deployed")])
     spec = condukt.ChildSpec(
         "agent",
-        condukt.Agent,
+        Recorder,
         kwargs={"model": model, "tools": [Deploy], "cwd": tmp_path, "session_store": DiskStore(), "id": "ops",
-                "load_project_instructions": False},
+                "load_project_instructions": False, "incarnations": incarnations, "log": log},
         name="ops",
     )
     async with condukt.open_node() as node:
@@ -331,22 +328,16 @@ async def test_a_call_running_at_the_crash_is_reported_interrupted_not_run_again
         await first.follow_up("deploy twice")
         await wait_pending(first, 2)
         await first.approve("d1")
-        with trio.fail_after(5):
-            while not started:
-                await trio.sleep(0.01)
+        await started.wait_for_length(1)
         first.kill()
-        with trio.fail_after(5):
-            while node.whereis("ops") in (None, first):
-                await trio.sleep(0.01)
-        second = node.whereis("ops", condukt.AgentHandle)
-        assert second is not None
+        _, second = await incarnations.wait_for_length(2)
+        assert node.whereis("ops") is second
         (pending,) = await wait_pending(second)
         assert pending.call_id == "d2"
         await second.approve("d2")
-        with trio.fail_after(5):
-            while (result := await second.last_result()) is None:
-                await trio.sleep(0.01)
-        assert result.value == "one of two deployed"
+        await log.wait_until(lambda: any(isinstance(event, Done) for event in log))
+        result = await second.last_result()
+        assert result is not None and result.value == "one of two deployed"
     assert started == ["d1", "d2"]  # d1 was not re-issued
     d1, d2 = [m for m in model.requests[-1].messages if isinstance(m, ToolResultMessage)]
     assert d1.is_error and "interrupted" in d1.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+from waiting import Watched
 
 import condukt
 from condukt.agent import GuardrailTripped, InputGuardrail, OutputGuardrail
@@ -11,7 +12,7 @@ from condukt.events import AgentEnd, Event
 from condukt.messages import AssistantMessage, UserMessage
 from condukt.providers import ModelRequest
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
-from condukt.testing.server import Fault, ProtocolServer
+from condukt.testing.server import Fault, ProtocolServer, RecordedRequest
 from condukt.testing.server import reply as server_reply
 
 
@@ -22,14 +23,14 @@ def echo(request: ModelRequest) -> str:
 
 async def test_a_tripped_input_guardrail_cancels_the_request_in_flight(nursery: trio.Nursery) -> None:
     server = ProtocolServer()
+    requests: Watched[RecordedRequest] = Watched()
+    server.requests = requests  # the server appends each request it reads: a list that signals it
     await nursery.start(server.run)
     # The response starts, then hangs until the client closes the connection.
     server.add(Fault(server_reply("I will happily help with that", chunk=3), after=2, kind="hang"))
 
     async def no_passwords(prompt: str) -> None:
-        with trio.fail_after(5):
-            while not server.requests:  # the model request is in flight meanwhile
-                await trio.sleep(0.01)
+        await requests.wait_for_length(1)  # the model request is in flight meanwhile
         if "password" in prompt:
             raise GuardrailTripped("asks for a password")
 

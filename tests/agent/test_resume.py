@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import trio
+from waiting import Watched
 
 import condukt
 from condukt.events import AgentEnd, Done, Event
@@ -14,6 +15,8 @@ from condukt.messages import AssistantMessage, ToolResultMessage, UserMessage
 from condukt.providers import ModelRequest
 from condukt.sessions import DiskStore
 from condukt.testing import FunctionModel, call, reply
+
+from .helpers import Recorder
 
 
 class Echo(condukt.Tool):
@@ -43,10 +46,12 @@ def hanging_once(hang_at_turn: int) -> tuple[FunctionModel, trio.Event]:
 
 async def crash_and_collect(tmp_path: Path, hang_at_turn: int, resume: bool) -> tuple[list[Event], Any, FunctionModel]:
     model, hanging = hanging_once(hang_at_turn)
+    incarnations: Watched[condukt.AgentHandle] = Watched()
     spec = condukt.ChildSpec(
         "agent",
-        condukt.Agent,
+        Recorder,
         kwargs={
+            "incarnations": incarnations,
             "model": model,
             "tools": [Echo],
             "cwd": tmp_path,
@@ -67,11 +72,8 @@ async def crash_and_collect(tmp_path: Path, hang_at_turn: int, resume: bool) -> 
             with trio.fail_after(5):
                 await hanging.wait()
             first.kill()
-            with trio.fail_after(5):
-                while node.whereis("worker") in (None, first):
-                    await trio.sleep(0.01)
-            second = node.whereis("worker", condukt.AgentHandle)
-            assert second is not None
+            _, second = await incarnations.wait_for_length(2)
+            assert node.whereis("worker") is second
             if resume:
                 with trio.fail_after(5):
                     async for published in events:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from waiting import Watched
 
 import condukt
 from condukt.testing import FunctionModel, ScriptedModel, reply
@@ -28,20 +29,12 @@ def crash_first_time() -> FunctionModel:
     return FunctionModel(respond)
 
 
-async def wait_for_restart(node: condukt.Node, name: str, old: condukt.Handle) -> Any:
-    with trio.fail_after(5):
-        while True:
-            handle = node.whereis(name)
-            if handle is not None and handle is not old and handle.alive:
-                return handle
-            await trio.sleep(0.01)
-
-
 async def test_crashed_agent_is_restarted_and_found_by_name(autojump_clock: trio.abc.Clock) -> None:
     model = crash_first_time()
+    incarnations: Watched[condukt.AgentHandle] = Watched()
     async with condukt.open_node() as node:
         await node.start_supervisor(
-            [condukt.ChildSpec("bot", condukt.Agent, kwargs={"model": model}, name="bot")]
+            [condukt.ChildSpec("bot", Recorder, kwargs={"model": model, "incarnations": incarnations}, name="bot")]
         )
         first = node.whereis("bot")
         assert isinstance(first, condukt.AgentHandle)
@@ -49,7 +42,8 @@ async def test_crashed_agent_is_restarted_and_found_by_name(autojump_clock: trio
         with pytest.raises(condukt.CallError) as info:
             await first.run("hello")
         assert isinstance(info.value.reason, RuntimeError)
-        second = await wait_for_restart(node, "bot", first)
+        _, second = await incarnations.wait_for_length(2)
+        assert node.whereis("bot") is second
         assert not first.alive
         assert isinstance(second, condukt.AgentHandle)
         assert await second.run("hello again") == "answer 2"
@@ -60,9 +54,10 @@ async def test_crashed_agent_is_restarted_and_found_by_name(autojump_clock: trio
 
 async def test_crash_while_streaming_ends_the_stream_with_call_error(autojump_clock: trio.abc.Clock) -> None:
     model = crash_first_time()
+    incarnations: Watched[condukt.AgentHandle] = Watched()
     async with condukt.open_node() as node:
         await node.start_supervisor(
-            [condukt.ChildSpec("bot", condukt.Agent, kwargs={"model": model}, name="bot")]
+            [condukt.ChildSpec("bot", Recorder, kwargs={"model": model, "incarnations": incarnations}, name="bot")]
         )
         first = node.whereis("bot")
         assert first is not None
@@ -70,7 +65,7 @@ async def test_crash_while_streaming_ends_the_stream_with_call_error(autojump_cl
             async with first.stream("hello") as events:
                 async for _ in events:
                     pass
-        second = await wait_for_restart(node, "bot", first)
+        _, second = await incarnations.wait_for_length(2)
         assert await second.run("again") == "answer 2"
 
 

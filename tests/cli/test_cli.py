@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pexpect
+import pytest
 import trio
+from waiting import WallBound, open_fifo_sync
 
 import condukt
 from condukt import events as ev
@@ -99,6 +101,18 @@ async def test_version() -> None:
     assert done.stdout.decode() == f"condukt {condukt.__version__}\n"
 
 
+async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+    """The (event, data) pairs of a server-sent event stream."""
+    buffer = ""
+    async for chunk in response.aiter_text():
+        buffer += chunk
+        while "\n\n" in buffer:
+            block, buffer = buffer.split("\n\n", 1)
+            lines = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
+            if "data" in lines:
+                yield lines["event"], json.loads(lines["data"])
+
+
 def serving(directory: Path, target: str) -> contextlib.AbstractAsyncContextManager[str]:
     """``condukt serve TARGET --port 0`` in ``directory``: its URL."""
     return listening(["serve", target, "--port", "0"], rb"serving on (http://127\.0\.0\.1:\d+)\n", directory)
@@ -141,7 +155,7 @@ async def test_serve_names_a_missing_app_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.decode() == "error: no module named 'no_such_module'\n"
 
 
-def _drive_chat(url: str, cwd: Path, process_gone: Callable[[int], bool]) -> str:
+def _drive_chat(url: str, cwd: Path, process_gone: Callable[[int], bool], wall_bound: WallBound) -> str:
     """Two turns, a third whose tool Ctrl-C aborts, /history, a fourth, a recalled fifth steered mid-run, /clear, Ctrl-C twice."""
     child = pexpect.spawn(
         sys.executable,
@@ -159,19 +173,13 @@ def _drive_chat(url: str, cwd: Path, process_gone: Callable[[int], bool]) -> str
         child.sendline("and again")
         child.expect("Second answer")
         child.expect("you> ")
-        child.sendline("sleep please")
-        # The tool started: its process wrote its pid.
-        pid_file = cwd / "sleeper.pid"
-        deadline = time.monotonic() + TIMEOUT
-        while not pid_file.exists() or not pid_file.read_text().strip():
-            assert time.monotonic() < deadline, child.before
-            time.sleep(0.05)
-        pid = int(pid_file.read_text())
-        started = time.monotonic()
-        child.sendintr()
-        child.expect("aborted")
-        child.expect("you> ")
-        assert time.monotonic() - started < 10
+        with open_fifo_sync(cwd / "sleeper.pid") as receive_line:
+            child.sendline("sleep please")
+            pid = int(receive_line(TIMEOUT))  # the tool started: its process wrote its pid
+        with wall_bound(10.0, "Ctrl-C aborting a running tool"):
+            child.sendintr()
+            child.expect("aborted")
+            child.expect("you> ")
         assert process_gone(pid), "the tool's process still runs after Ctrl-C"
         child.sendline("/history")
         child.expect("agent: Second answer")
@@ -204,8 +212,9 @@ def _drive_chat(url: str, cwd: Path, process_gone: Callable[[int], bool]) -> str
             child.terminate(force=True)
 
 
+@pytest.mark.slow
 async def test_chat_keeps_the_conversation_ctrl_c_aborts_a_running_tool_and_steer_clear_history_work(
-    server: ProtocolServer, tmp_path: Path, process_gone: Callable[[int], bool]
+    server: ProtocolServer, tmp_path: Path, process_gone: Callable[[int], bool], wall_bound: WallBound
 ) -> None:
     server.add(
         reply("First answer."),
@@ -215,7 +224,7 @@ async def test_chat_keeps_the_conversation_ctrl_c_aborts_a_running_tool_and_stee
         reply(tools=tool_use("bash", {"command": "sleep 1"})),
         reply("Steered answer."),
     )
-    await trio.to_thread.run_sync(_drive_chat, server.url, tmp_path, process_gone)
+    await trio.to_thread.run_sync(_drive_chat, server.url, tmp_path, process_gone, wall_bound)
     assert len(server.requests) == 6
     # Each turn carried the conversation so far: the second saw the first exchange.
     second = server.requests[1].messages
@@ -308,14 +317,22 @@ async def test_observe_without_an_app_serves_a_live_demo_node_until_ctrl_c() -> 
     async with listening(args, rb"observing a demo node at (http://127\.0\.0\.1:\d+/)#token=t0k ") as url:
         async with httpx.AsyncClient() as client:
             assert (await client.get(url + "api/snapshot")).status_code == 401
+            # The page's stream: a snapshot, then what changed. The reviewers get busy: a tool
+            # call in flight shows on the page's data.
+            processes: dict[str, Any] = {}
             with trio.fail_after(TIMEOUT):
-                while True:  # the reviewers get busy: a tool call in flight shows on the page's data
-                    snapshot = (await client.get(url + "api/snapshot", headers={"Authorization": "Bearer t0k"})).json()
-                    agents = {p["name"]: p["agent"] for p in snapshot["processes"] if p["kind"] == "agent"}
-                    run = (agents.get("reviewer-1") or {}).get("run")
-                    if run and run.get("tool_calls"):
-                        break
-                    await trio.sleep(0.1)
+                async with client.stream("GET", url + "api/stream", headers={"Authorization": "Bearer t0k"}) as stream:
+                    async for name, data in sse_events(stream):
+                        if name == "snapshot":
+                            processes = {p["key"]: p for p in data["processes"]}
+                        elif name == "diff":
+                            processes.update((p["key"], p) for p in data["changed"])
+                            for key in data["removed"]:
+                                processes.pop(key, None)
+                        agents = {p["name"]: p["agent"] for p in processes.values() if p["kind"] == "agent"}
+                        run = (agents.get("reviewer-1") or {}).get("run")
+                        if run and run.get("tool_calls"):
+                            break
         assert {"reviewer-1", "reviewer-2", "reviewer-3", "flaky"} <= set(agents)
 
 

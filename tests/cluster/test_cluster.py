@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+from waiting import WallBound
 
 import condukt
 import condukt.ray
@@ -48,10 +49,16 @@ class Relay(condukt.Server):
     async def init(self, target: condukt.ray.ClusterHandle) -> None:
         self.target = target
         self.downs: list[tuple[Any, Any]] = []
+        self.waiting: list[condukt.Caller] = []  # "first down" calls, answered at the first Down
 
     async def handle_call(self, request: Any, caller: condukt.Caller) -> Any:
         if request == "downs":
             return self.downs
+        if request == "first down":
+            if self.downs:
+                return self.downs
+            self.waiting.append(caller)
+            return condukt.NO_REPLY
         if isinstance(request, tuple) and request[0] == "whereis":  # the sync lookup, from a node
             cluster = condukt.ray.current_cluster()
             assert cluster is not None
@@ -64,6 +71,9 @@ class Relay(condukt.Server):
     async def handle_info(self, message: Any) -> None:
         if isinstance(message, condukt.Down):
             self.downs.append((message.handle, message.reason))
+            for caller in self.waiting:
+                caller.reply(self.downs)
+            self.waiting.clear()
 
 
 @condukt.tool
@@ -197,10 +207,8 @@ async def test_a_lost_node_gives_noconnection_and_its_agent_returns_elsewhere_wi
         assert supervisor.children() == [back]
         assert [message.text for message in await back.history()] == ["remember 42", "echo: remember 42"]
         assert await back.run("again") == "echo: again"
-        with trio.fail_after(10):  # the watcher's node heard of the loss on its own
-            while not await watcher.call("downs"):
-                await trio.sleep(0.05)
-        assert await watcher.call("downs") == [(keeper, "noconnection")]
+        # The watcher's node heard of the loss on its own: the call is answered at its first Down.
+        assert await watcher.call("first down", timeout=10) == [(keeper, "noconnection")]
         assert [info.id for info in await cluster.nodes()] == [survivor.id]
 
 
@@ -244,8 +252,9 @@ class Holder(condukt.Server):
         return request
 
 
+@pytest.mark.slow
 async def test_a_cross_node_call_times_out_on_its_node_or_past_the_grace_when_the_node_hangs(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, wall_bound: WallBound
 ) -> None:
     monkeypatch.setattr("condukt.ray._handle.UNRESPONSIVE_GRACE", 0.5)
     async with condukt.ray.open_cluster(nodes=1) as cluster:
@@ -257,10 +266,11 @@ async def test_a_cross_node_call_times_out_on_its_node_or_past_the_grace_when_th
         with trio.fail_after(5):
             while await holder.call("pending") != [False, False]:
                 await trio.sleep(0.05)
-        started = trio.current_time()
-        with pytest.raises(condukt.CallTimeout, match="no reply from node .* within 0.7 s"):
+        # The driver gave up (its own error, naming the node) before the node woke after 1.5 s.
+        with wall_bound(0.7, "a call past its 0.2 s timeout and the 0.5 s grace"), pytest.raises(
+            condukt.CallTimeout, match="no reply from node .* within 0.7 s"
+        ):
             await holder.call("block", timeout=0.2)
-        assert trio.current_time() - started < 1.4  # the driver gave up before the node woke
         with trio.fail_after(5):
             assert await holder.call("after") == "after"
 

@@ -12,19 +12,20 @@ import contextvars
 import functools
 import gc
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import trio
+import trio.testing
+from waiting import TIMEOUT, WallBound, open_fifo_asyncio
 from web.helpers import uvicorn_server  # tests/ is on sys.path: its packages import each other by name
 
 import condukt
 import condukt.asyncio as ca
-from condukt.events import TextDelta
+from condukt.events import Done, TextDelta
 from condukt.messages import AssistantMessage, TextBlock, Usage
 from condukt.providers import ProviderUnavailable
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
@@ -63,27 +64,50 @@ def test_200_concurrent_runs(mode: str) -> None:
     assert asyncio.run(main()) == [f"r{i}" for i in range(200)]
 
 
+class SignalsDone(condukt.Agent):
+    """Calls ``options["on_done"]()`` at each run's ``Done`` event, when the run's history is final.
+
+    From the agent's trio task: with trio in a thread of its own (``mode``
+    "thread"), ``on_done`` must be thread-safe (``loop.call_soon_threadsafe``).
+    """
+
+    extra_options = frozenset({"on_done"})
+
+    async def init(self, options: Mapping[str, Any]) -> None:
+        self.on_done: Callable[[], object] = options["on_done"]
+
+    async def handle_event(self, event: Any) -> None:
+        if isinstance(event, Done):
+            self.on_done()
+
+
+def done_event() -> tuple[asyncio.Event, Callable[[], object]]:
+    """An asyncio event, and a function any thread may call to set it."""
+    done = asyncio.Event()
+    return done, functools.partial(asyncio.get_running_loop().call_soon_threadsafe, done.set)
+
+
+@pytest.mark.slow
 def test_an_asyncio_timeout_aborts_the_run_and_kills_its_subprocess(
-    tmp_path: Path, process_gone: Callable[[int], bool], mode: str
+    tmp_path: Path, process_gone: Callable[[int], bool], mode: str, wall_bound: WallBound
 ) -> None:
     pid_file = tmp_path / "pid"
-    command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 600"
+    command = f"echo $$ > {pid_file} && exec sleep 600"
 
-    async def main() -> tuple[float, int, Any, bool]:
-        async with ca.open_node() as node:
+    async def main() -> tuple[int, Any, bool]:
+        done, on_done = done_event()
+        async with ca.open_node() as node, open_fifo_asyncio(pid_file) as pids:
             model = ScriptedModel([call("bash", {"command": command}), reply("never")])
-            agent = await node.spawn(condukt.Agent, model=model, tools=[condukt.tools.Bash], cwd=tmp_path)
-            started = time.monotonic()
-            with pytest.raises(TimeoutError):
-                await asyncio.wait_for(agent.run("go"), 1.0)
-            took = time.monotonic() - started
-            while agent.running:  # the agent aborts the run right after the caller left
-                await asyncio.sleep(0.01)
+            agent = await node.spawn(SignalsDone, model=model, tools=[condukt.tools.Bash], cwd=tmp_path, on_done=on_done)
+            run = asyncio.ensure_future(agent.run("go"))
+            pid = int(await pids.readline())  # the tool's process runs
+            with wall_bound(2.0, "an asyncio timeout ending the run"), pytest.raises(TimeoutError):
+                await asyncio.wait_for(run, 0.1)
+            await done.wait()  # the agent aborts the run right after the caller left
             history = await agent.history()
-            return took, int(pid_file.read_text()), history, agent.alive
+            return pid, history, agent.alive
 
-    took, pid, history, alive = asyncio.run(main())
-    assert took < 3
+    pid, history, alive = asyncio.run(main())
     assert process_gone(pid)
     assert history == ()  # the aborted run left nothing
     assert alive
@@ -107,7 +131,8 @@ def test_a_trio_side_error_arrives_as_the_same_exception(mode: str) -> None:
     asyncio.run(main())
 
 
-def test_leaving_a_stream_early_aborts_the_run(mode: str) -> None:
+@pytest.mark.slow
+def test_leaving_a_stream_early_aborts_the_run(mode: str, wall_bound: WallBound) -> None:
     async def slow(request: Any) -> Any:
         await trio.sleep(30)
         return "late"
@@ -115,12 +140,11 @@ def test_leaving_a_stream_early_aborts_the_run(mode: str) -> None:
     async def main() -> Any:
         async with ca.open_node() as node:
             agent = await node.spawn(condukt.Agent, model=FunctionModel(slow))
-            started = time.monotonic()
-            async with agent.stream("go") as events:
-                async for event in events:
-                    if type(event).__name__ == "TurnStart":
-                        break
-            assert time.monotonic() - started < 5
+            with wall_bound(5.0, "leaving a stream whose model answers after 30 s"):
+                async with agent.stream("go") as events:
+                    async for event in events:
+                        if type(event).__name__ == "TurnStart":
+                            break
             return await agent.history(), agent.running
 
     history, running = asyncio.run(main())
@@ -145,9 +169,10 @@ def test_cancelling_the_task_never_leaks_trio_cancelled(mode: str) -> None:
 
     async def main() -> BaseException | None:
         async with ca.open_node() as node:
-            agent = await node.spawn(condukt.Agent, model=FunctionModel(never))
+            model = FunctionModel(never)
+            agent = await node.spawn(condukt.Agent, model=model)
             task = asyncio.ensure_future(agent.run("go"))
-            await asyncio.sleep(0.1)
+            await node.call_in_trio(model.wait_for_requests)  # the run is under way
             task.cancel()
             try:
                 await task
@@ -244,20 +269,19 @@ def test_one_shots_default_to_the_enclosing_node_then_the_loops_default() -> Non
 def test_a_thread_backed_node_serves_loops_that_come_and_go(tmp_path: Path) -> None:
     """Where every request runs on a loop of its own (Django's runserver): one node, opened once, used by each."""
     opened: list[Any] = []
+    ready = threading.Event()
     close = threading.Event()
 
     async def hold() -> None:  # the application's lifetime, on a loop of its own
         async with ca.open_node(thread=True) as node:
             opened.append(node)
+            ready.set()
             await asyncio.get_running_loop().run_in_executor(None, close.wait)
 
     holder = threading.Thread(target=asyncio.run, args=(hold(),))
     holder.start()
     try:
-        deadline = time.monotonic() + 10
-        while not opened:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        assert ready.wait(TIMEOUT), "the node did not open"
         node = opened[0]
 
         async def request(i: int) -> tuple[str, str]:
@@ -548,10 +572,9 @@ def test_a_stream_holds_the_run_back_while_asyncio_does_not_read(mode: str) -> N
             agent = await node.spawn(condukt.Agent, model=model)
             async with agent.stream("go") as events:
                 kinds = [type(await events.__anext__()).__name__]
-                held, still = -1, 0
-                while still < 20:  # until the run has stopped making progress
-                    await asyncio.sleep(0.001)
-                    held, still = model.emitted, still + 1 if model.emitted == held else 0
+                # Until every trio task waits: the run is held back by the full buffers.
+                await node.call_in_trio(trio.testing.wait_all_tasks_blocked)
+                held = model.emitted
                 kinds += [type(event).__name__ async for event in events]
             return held, kinds.count("TextDelta")
 
@@ -706,11 +729,16 @@ def test_a_one_shot_call_made_while_the_last_one_shuts_trio_down_gets_a_trio_run
 
 def test_cancelling_a_run_queued_behind_another_withdraws_it(mode: str) -> None:
     async def main() -> tuple[str, str, list[str]]:
+        async def slow(request: condukt.ModelRequest) -> str:
+            await trio.sleep(0.1)
+            return "done"
+
+        model = FunctionModel(slow)
         async with ca.open_node() as node:
-            agent = await node.spawn(condukt.Agent, model=_SlowModel(0.1))
+            agent = await node.spawn(condukt.Agent, model=model)
             first = asyncio.ensure_future(agent.run("1"))
             queued = asyncio.ensure_future(agent.run("2"))
-            await asyncio.sleep(0.02)  # both sent: the first runs, the second waits its turn
+            await node.call_in_trio(model.wait_for_requests)  # both sent: the first runs, the second waits its turn
             queued.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await queued

@@ -16,6 +16,9 @@ from mcp.server.mcpserver import Context, MCPServer
 
 mcp = MCPServer("demo")
 MARKS = os.environ.get("MARKS", "")
+if os.environ.get("STARTS"):  # a line per start of this server: a test waits for a restart on it
+    with open(os.environ["STARTS"], "a") as starts:
+        starts.write(f"{os.getpid()}\\n")
 
 
 def mark(text):
@@ -33,6 +36,7 @@ def add(a: int, b: int) -> int:
 @mcp.tool()
 async def slow() -> str:
     """Take 30 seconds."""
+    mark("slow started")
     try:
         await anyio.sleep(30)
     except BaseException:
@@ -87,5 +91,5 @@ def server_script(tmp_path: Path) -> list[str]:
 
 @pytest.fixture
 def marks(tmp_path: Path) -> Path:
-    """The file the server appends notes to (``slow cancelled``)."""
+    """The file the server appends notes to (``slow started``, ``slow cancelled``); a test may make it a FIFO."""
     return tmp_path / "marks.txt"

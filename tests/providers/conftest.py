@@ -8,13 +8,14 @@ import pytest
 import trio
 
 import condukt
-from condukt.testing.server import ProtocolServer
+
+from .helpers import WatchedServer
 
 
 @pytest.fixture
-async def server(nursery: trio.Nursery) -> ProtocolServer:
-    """A :class:`ProtocolServer` on an ephemeral port, stopped with the test."""
-    server = ProtocolServer()
+async def server(nursery: trio.Nursery) -> WatchedServer:
+    """A :class:`ProtocolServer` on an ephemeral port, stopped with the test (``await server.wait_closed()``)."""
+    server = WatchedServer()
     await nursery.start(server.run)
     return server
 

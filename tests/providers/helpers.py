@@ -21,6 +21,35 @@ ALL_PROTOCOLS = (*PROTOCOLS, "gemini", "openai-responses")
 API_KEY = "test-key-0123456789"
 
 
+class WatchedServer(ProtocolServer):
+    """A :class:`ProtocolServer` that wakes :meth:`wait_closed` when its open connections change.
+
+    Through the public ``open_connections`` counter (a property here), so
+    the tests wait for the server to see a connection end instead of
+    checking the counter on a timer.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._changed = trio.lowlevel.ParkingLot()
+        self._open = 0
+        super().__init__(**options)
+
+    @property  # type: ignore[override]
+    def open_connections(self) -> int:
+        return self._open
+
+    @open_connections.setter
+    def open_connections(self, value: int) -> None:
+        self._open = value
+        self._changed.unpark_all()
+
+    async def wait_closed(self, *, timeout: float = 30.0) -> None:
+        """Return once no connection to the server is open."""
+        with trio.fail_after(timeout):
+            while self._open:
+                await self._changed.park()
+
+
 def tokens(usage: condukt.messages.Usage) -> condukt.messages.Usage:
     """``usage`` without its cost: the token counts a test checks (the cost comes from the price table)."""
     return attrs.evolve(usage, cost=None)

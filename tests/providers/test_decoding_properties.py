@@ -7,8 +7,12 @@ drops, repeats or garbles frames, cuts the body into arbitrary chunks, and
 feeds it to the model's decoding boundary (``decode_response`` /
 ``decode_stream``, what ``complete`` runs on the bytes it receives).
 
-The default suite runs ``CONDUKT_DECODING_EXAMPLES`` examples per test (100);
-the dedicated run sets it higher, e.g. 10000 for 10,000 per protocol and mode::
+The default suite runs the same 100 examples per test on every run
+(``derandomize``): a suite that draws new ones each time fails, once in a
+while, on whatever rare input it drew (a Gemini image part with empty fields
+did, 1 run in 8, before the decoder refused it), which reads as a flake.
+Exploring is the dedicated run's job: setting ``CONDUKT_DECODING_EXAMPLES``
+draws that many fresh examples per protocol and mode, e.g.::
 
     CONDUKT_DECODING_EXAMPLES=10000 pytest tests/providers/test_decoding_properties.py
 """
@@ -48,9 +52,11 @@ from condukt.providers.lowlevel import HttpModel
 
 from . import shapes
 
+EXPLORING = "CONDUKT_DECODING_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("CONDUKT_DECODING_EXAMPLES", "100"))
 DECODING = settings(
     max_examples=EXAMPLES,
+    derandomize=not EXPLORING,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -18,22 +18,20 @@ from condukt.providers._http.transport import _Connection
 from condukt.providers.lowlevel import TrioTransport
 from condukt.testing.server import Fault, ProtocolServer, reply
 
-from .helpers import spawn, tls_contexts
+from .helpers import WatchedServer, spawn, tls_contexts
 
 
-async def test_connections_are_reused_and_closed_with_the_node(server: ProtocolServer) -> None:
+async def test_connections_are_reused_and_closed_with_the_node(server: WatchedServer) -> None:
     async with condukt.open_node() as node:
         agent = await spawn(node, server, "anthropic")
         for text in ("one", "two", "three"):
             server.add(reply(text))
             assert await agent.run("hi") == text
         assert server.connections == 1 and server.open_connections == 1
-    with trio.fail_after(5):
-        while server.open_connections:
-            await trio.sleep(0.01)
+    await server.wait_closed()
 
 
-async def test_a_model_outside_a_node_owns_its_client(server: ProtocolServer) -> None:
+async def test_a_model_outside_a_node_owns_its_client(server: WatchedServer) -> None:
     model = resolve_model("openai:m", api_key="k", base_url=server.url + "/v1")
     server.add(reply("alone"))
 
@@ -46,9 +44,7 @@ async def test_a_model_outside_a_node_owns_its_client(server: ProtocolServer) ->
     message = await model.complete(ModelRequest(None, (UserMessage.from_text("hi"),)), emit)
     assert message.text == "alone"
     await model.aclose()
-    with trio.fail_after(5):
-        while server.open_connections:
-            await trio.sleep(0.01)
+    await server.wait_closed()
 
 
 async def test_the_pool_bounds_requests_in_flight(server: ProtocolServer) -> None:
@@ -103,8 +99,8 @@ async def test_a_connection_the_server_closed_is_not_reused(server: ProtocolServ
         # Half-close our side: the server sees EOF and closes the connection.
         conn.stream.socket.shutdown(1)
         with trio.fail_after(5):
-            while not conn.looks_closed():
-                await trio.sleep(0.01)
+            await trio.lowlevel.wait_readable(conn.stream.socket)  # the server's EOF arrives
+        assert conn.looks_closed()
         response = await client.post(server.url + "/v1/messages", json={})
         assert response.status_code == 200
     assert server.connections == 2

@@ -82,8 +82,8 @@ async def test_an_idle_connection_the_server_closed_is_noticed_and_not_reused(
         assert not conn.looks_closed()
         close_idle.set()
         with trio.fail_after(5):
-            while not conn.looks_closed():
-                await trio.sleep(0.01)
+            await trio.lowlevel.wait_readable(conn.stream.socket)  # the server's EOF arrives
+        assert conn.looks_closed()
         response = await client.post(url, content=b"{}")
         assert response.text == "ok"
     assert connections == 2

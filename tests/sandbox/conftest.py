@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Callable
 
@@ -35,15 +34,14 @@ def marker() -> str:
 
 
 @pytest.fixture
-def none_left() -> Callable[[str], bool]:
-    """``none_left(marker)``: True once no process carries ``marker`` (waits up to 2 s, real time)."""
+def none_left(process_gone: Callable[[int], bool]) -> Callable[[str], bool]:
+    """``none_left(marker)``: True once every process carrying ``marker`` has exited.
+
+    Waits for each one's exit (``process_gone``: woken by the kernel, real
+    time, bounded); processes found after that would be new ones, a failure too.
+    """
 
     def check(marker: str) -> bool:
-        deadline = time.monotonic() + 2.0
-        while processes_with(marker):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        return all(process_gone(pid) for pid in processes_with(marker)) and not processes_with(marker)
 
     return check

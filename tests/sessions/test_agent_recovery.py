@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
+from agent.helpers import Recorder
+from waiting import Watched
 
 import condukt
 from condukt.messages import AssistantMessage, ToolResultMessage, UserMessage
@@ -54,13 +55,17 @@ def store_for(kind: str, tmp_path: Path) -> Any:
 async def test_crash_after_turn_two_restores_turns_one_and_two(kind: str, tmp_path: Path) -> None:
     model = crashing_model()
     store = store_for(kind, tmp_path)
+    incarnations: Watched[condukt.AgentHandle] = Watched()
     async with condukt.open_node() as node:
         await node.start_supervisor(
             [
                 condukt.ChildSpec(
                     "agent",
-                    condukt.Agent,
-                    kwargs={"model": model, "tools": [Echo], "cwd": tmp_path, "session_store": store},
+                    Recorder,
+                    kwargs={
+                        "model": model, "tools": [Echo], "cwd": tmp_path, "session_store": store,
+                        "incarnations": incarnations,
+                    },
                     name="worker",
                 )
             ]
@@ -70,10 +75,8 @@ async def test_crash_after_turn_two_restores_turns_one_and_two(kind: str, tmp_pa
         with pytest.raises(condukt.CallError) as crash:
             await first.run("count to four")
         assert isinstance(crash.value.reason, RuntimeError)
-        with trio.fail_after(5):
-            while node.whereis("worker") in (None, first):
-                await trio.sleep(0.01)
-        second = node.whereis("worker")
+        _, second = await incarnations.wait_for_length(2)
+        assert node.whereis("worker") is second
         history = await second.history()
         assert [type(m) for m in history] == [
             UserMessage,

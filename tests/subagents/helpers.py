@@ -71,10 +71,3 @@ async def run_failing(agent: Any, error: type[BaseException], failures: list[Bas
         await agent.run("Go")
     except error as exc:
         failures.append(exc)
-
-
-async def wait_until(predicate: Any) -> None:
-    """Poll ``predicate()`` until it holds (5 s at most)."""
-    with trio.fail_after(5):
-        while not predicate():
-            await trio.sleep(0.01)

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 import trio
-from agent.helpers import assert_consistent, tool_results
+import trio.testing
+from agent.helpers import Recorder, assert_consistent, tool_results
+from waiting import Watched, open_fifo
 
 import condukt
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
-from .helpers import Probe, delegate, run_failing, spawn_parent, stuck_roles, wait_until
+from .helpers import Probe, delegate, run_failing, spawn_parent, stuck_roles
 
 
 def crashing(request: condukt.ModelRequest) -> Any:
@@ -51,19 +53,16 @@ async def test_parent_abort_kills_running_children_and_their_subprocesses(
     # Real time: the child runs a real subprocess.
     pid_file = tmp_path / "pid"
     probe: list[Any] = []
-    command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 600"
+    command = f"echo $$ > {pid_file} && exec sleep 600"
     child_model = ScriptedModel([call("bash", {"command": command}), reply("never")])
     roles = {"shell": (Probe, {"probe": probe, "model": child_model, "tools": [condukt.tools.Bash]})}
     model = delegate(("shell", "Run the long job."))
-    async with condukt.open_node() as node:
+    async with condukt.open_node() as node, open_fifo(pid_file) as pids:
         parent = await spawn_parent(node, model, roles)
         failures: list[BaseException] = []
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_failing, parent, condukt.Aborted, failures)
-            with trio.fail_after(10):
-                while not pid_file.exists():
-                    await trio.sleep(0.01)
-            pid = int(pid_file.read_text())
+            pid = int(await pids.receive_line())
             assert await parent.abort() is True
         assert len(failures) == 1
         assert process_gone(pid)
@@ -78,14 +77,15 @@ async def test_parent_abort_kills_running_children_and_their_subprocesses(
 async def test_a_restarted_parent_leaves_no_child_of_its_dead_incarnation(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    probe: list[Any] = []
+    probe: Watched[Any] = Watched()
+    leads: Watched[condukt.AgentHandle] = Watched()
     roles = stuck_roles(probe, "a", "b")
     model = delegate(("a", "x"), ("b", "y"))
     async with condukt.open_node() as node:
         spec = condukt.ChildSpec(
             "lead",
-            condukt.Agent,
-            kwargs={"model": model, "subagents": roles, "load_project_instructions": False},
+            Recorder,
+            kwargs={"model": model, "subagents": roles, "load_project_instructions": False, "incarnations": leads},
             name="lead",
         )
         await node.start_supervisor([spec], name="app")
@@ -94,29 +94,34 @@ async def test_a_restarted_parent_leaves_no_child_of_its_dead_incarnation(
         failures: list[BaseException] = []
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_failing, first, condukt.CallError, failures)
-            await wait_until(lambda: len(probe) == 2 and all(h.alive for h, _ in probe))
+            await probe.wait_for_length(2)
+            assert all(h.alive for h, _ in probe)
             assert node.process_count == 5  # supervisor, parent, sub-agent supervisor, two children
             await first.cast("crash: not a message an agent handles")
-            await wait_until(lambda: node.whereis("lead") not in (None, first))
+            _, second = await leads.wait_for_length(2)
+            assert node.whereis("lead") is second
         assert len(failures) == 1
         assert not first.alive
         assert not any(handle.alive for handle, _ in probe)
-        await wait_until(lambda: node.process_count == 2)  # the supervisor and the new parent
+        await trio.testing.wait_all_tasks_blocked()  # every exit the crash set off is done (virtual time)
+        assert node.process_count == 2  # the supervisor and the new parent
         await trio.sleep(1)
         assert node.process_count == 2
 
 
 async def test_a_killed_parent_takes_its_children_along(autojump_clock: trio.abc.Clock) -> None:
-    probe: list[Any] = []
+    probe: Watched[Any] = Watched()
     async with condukt.open_node() as node:
         parent = await spawn_parent(node, delegate(("a", "x")), stuck_roles(probe, "a"))
         failures: list[BaseException] = []
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_failing, parent, condukt.CallError, failures)
-            await wait_until(lambda: len(probe) == 1 and probe[0][0].alive)
+            await probe.wait_for_length(1)
+            assert probe[0][0].alive
             parent.kill()
         assert len(failures) == 1
-        await wait_until(lambda: node.process_count == 0)
+        await trio.testing.wait_all_tasks_blocked()  # the kill's exits are done (virtual time)
+        assert node.process_count == 0
         assert not probe[0][0].alive
 
 

@@ -25,8 +25,8 @@ class Box:
 
 @condukt.tool(isolate="process")
 def write_later(path: str, seconds: float) -> str:
-    """Writes this worker's pid to ``path``.pid, sleeps ``seconds``, then writes "written" to ``path``."""
-    Path(path + ".pid").write_text(str(os.getpid()))
+    """Writes this worker's pid (a line) to ``path``.pid, sleeps ``seconds``, then writes "written" to ``path``."""
+    Path(path + ".pid").write_text(f"{os.getpid()}\n")
     time.sleep(seconds)
     Path(path).write_text("written")
     return "written"

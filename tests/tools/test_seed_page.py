@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import WallBound
 
 import condukt
 from condukt.messages import ToolResultMessage
@@ -230,24 +230,24 @@ class PatientReviewAgent(ReviewAgent):
         return [*super().tools(), Command(command="sleep")]
 
 
-async def test_command_args_cwd_and_timeout(review_repo: Path) -> None:
-    started = time.monotonic()
-    model = await run_turns(
-        PatientReviewAgent,
-        [
+@pytest.mark.slow
+async def test_command_args_cwd_and_timeout(review_repo: Path, wall_bound: WallBound) -> None:
+    with wall_bound(5.0, "three git commands and a sleep killed by a 0.3 s timeout"):
+        model = await run_turns(
+            PatientReviewAgent,
             [
-                # args: passed directly to the executable (no shell: the space stays in one argument)
-                call("git", {"args": ["log", "--format=subject: %s"]}),
-                # cwd: overrides the agent's working directory for this call
-                call("git", {"args": ["rev-parse", "--show-prefix"], "cwd": "pkg"}),
-                # timeout: caps execution time in seconds
-                call("git", {"args": ["status", "--short"], "timeout": 10}),
-                call("sleep", {"args": ["600"], "timeout": 0.3}),
-            ]
-        ],
-        cwd=review_repo,
-    )
-    assert time.monotonic() - started < 5
+                [
+                    # args: passed directly to the executable (no shell: the space stays in one argument)
+                    call("git", {"args": ["log", "--format=subject: %s"]}),
+                    # cwd: overrides the agent's working directory for this call
+                    call("git", {"args": ["rev-parse", "--show-prefix"], "cwd": "pkg"}),
+                    # timeout: caps execution time in seconds
+                    call("git", {"args": ["status", "--short"], "timeout": 10}),
+                    call("sleep", {"args": ["600"], "timeout": 0.3}),
+                ]
+            ],
+            cwd=review_repo,
+        )
     subject, prefix, status, slept = results_of(model)
     assert subject.text == "subject: Add the core module"
     assert prefix.text == "pkg/"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import trio
+from waiting import open_fifo
 
 from .helpers import AUTH, parse_sse
 
@@ -92,31 +93,28 @@ async def a_disconnect_mid_stream_aborts_the_run(
     client: httpx.AsyncClient, pid_file: Path, process_gone: Callable[[int], bool]
 ) -> None:
     lines: list[str] = []
-    async with client.stream(
-        "POST", "/agents/sleeper/runs", json={"prompt": "sleep"}, headers={**AUTH, "Accept": "text/event-stream"}
-    ) as response:
-        session = response.headers["x-condukt-session"]
+    # The sleeper agent writes its shell's pid into ``pid_file`` and the end of its run into ``done``.
+    async with open_fifo(pid_file) as pids, open_fifo(pid_file.parent / "done") as done:
+        async with client.stream(
+            "POST", "/agents/sleeper/runs", json={"prompt": "sleep"}, headers={**AUTH, "Accept": "text/event-stream"}
+        ) as response:
+            session = response.headers["x-condukt-session"]
 
-        async def read() -> None:
-            async for line in response.aiter_lines():
-                lines.append(line)
+            async def read() -> None:
+                async for line in response.aiter_lines():
+                    lines.append(line)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(read)
-            with trio.fail_after(10):
-                while not pid_file.exists():  # the tool runs its `sleep 600`
-                    await trio.sleep(0.01)
-            nursery.cancel_scope.cancel()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read)
+                pid = int(await pids.receive_line())  # the tool runs its `sleep 600`
+                nursery.cancel_scope.cancel()
+        # The response is closed: the client went away mid-run.
+        assert await done.receive_line() == "aborted"
     assert "event: tool_call_start" in lines
-    # The response is closed: the client went away mid-run.
-    pid = int(pid_file.read_text())
     assert await trio.to_thread.run_sync(process_gone, pid)
-    with trio.fail_after(5):
-        while True:  # the aborted run leaves no half-finished turn in the history
-            history = (await client.get(f"/sessions/{session}/history", headers=AUTH)).json()
-            if history["messages"] == []:
-                break
-            await trio.sleep(0.02)
+    # The aborted run left no half-finished turn in the history.
+    history = (await client.get(f"/sessions/{session}/history", headers=AUTH)).json()
+    assert history["messages"] == []
 
 
 async def everything(client: httpx.AsyncClient, limit: int, pid_file: Path, process_gone: Callable[[int], bool]) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,8 +14,10 @@ from typing import Any
 import hypercorn.config
 import hypercorn.trio
 import trio
+from waiting import TIMEOUT
 
 import condukt
+from condukt.events import Done
 from condukt.testing import FunctionModel, call, reply
 
 TOKEN = "s3cret-token"
@@ -56,14 +58,46 @@ class Triage(condukt.Agent):
     )
 
 
+class Sleeper(condukt.Agent):
+    """Writes a line into its ``done_fifo`` option at the end of each run, when a test reads that FIFO.
+
+    The run's history is final by then (``Done`` is its last event), so a
+    test waits for the line instead of polling the history.
+    """
+
+    extra_options = frozenset({"done_fifo"})
+
+    async def init(self, options: Mapping[str, Any]) -> None:
+        self.done_fifo: Path = options["done_fifo"]
+
+    async def handle_event(self, event: Any) -> None:
+        if isinstance(event, Done) and self.done_fifo.is_fifo():
+            try:
+                fd = os.open(self.done_fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # no reader: nobody waits
+                return
+            try:
+                os.write(fd, f"{event.status}\n".encode())
+            finally:
+                os.close(fd)
+
+
 def sleeper(pid_file: Path) -> condukt.ChildSpec:
-    """An agent whose first tool call runs 'sleep 600', writing the shell's pid to ``pid_file`` first."""
-    command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 600"
+    """An agent whose first tool call runs 'sleep 600', writing the shell's pid to ``pid_file`` first.
+
+    ``pid_file`` may be a FIFO the test reads (``waiting.open_fifo``); the
+    end of each run is written into ``done`` next to it (:class:`Sleeper`).
+    """
+    command = f"echo $$ > {pid_file} && exec sleep 600"
     model = FunctionModel(
         lambda request: call("bash", {"command": command}) if len(request.messages) == 1 else reply("slept")
     )
     return condukt.ChildSpec(
-        None, condukt.Agent, kwargs={"model": model, "tools": [condukt.tools.Bash], "cwd": pid_file.parent}
+        None,
+        Sleeper,
+        kwargs={
+            "model": model, "tools": [condukt.tools.Bash], "cwd": pid_file.parent, "done_fifo": pid_file.parent / "done"
+        },
     )
 
 
@@ -116,13 +150,17 @@ def uvicorn_server(app: Any, port: int | None = None, **options: Any) -> Iterato
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **options)
     )
-    thread = threading.Thread(target=server.run, daemon=True)
+    started = threading.Event()
+
+    async def startup(sockets: list[socket.socket] | None = None) -> None:  # uvicorn's, then a signal
+        await type(server).startup(server, sockets)
+        started.set()
+
+    server.startup = startup  # type: ignore[method-assign]
+    thread = threading.Thread(target=lambda: (server.run(), started.set()), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive(), "uvicorn stopped"
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
+    assert started.wait(TIMEOUT), "uvicorn did not start"
+    assert server.started and thread.is_alive(), "uvicorn stopped"
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

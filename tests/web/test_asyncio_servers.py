@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI, Request
+from waiting import WallBound, open_fifo_asyncio
 
 import condukt
 import condukt.asyncio as ca
@@ -72,8 +72,9 @@ async def test_the_endpoint_alone_on_uvicorn_opens_its_node_through_condukt_asyn
             assert (first["text"], again.json()["text"]) == ("turn 1: hi", "turn 2: again")
 
 
+@pytest.mark.slow
 def test_aiohttp_app_with_a_wait_for_timeout_that_kills_the_tool(
-    tmp_path: Path, process_gone: Callable[[int], bool]
+    tmp_path: Path, process_gone: Callable[[int], bool], wall_bound: WallBound
 ) -> None:
     from aiohttp import web
 
@@ -91,13 +92,17 @@ def test_aiohttp_app_with_a_wait_for_timeout_that_kills_the_tool(
         return web.json_response({"text": await agent.run("hello")})
 
     async def slow(request: web.Request) -> web.Response:
-        agent = await request.app[node_key].spawn(spec.start, **spec.kwargs)
-        try:
-            await asyncio.wait_for(agent.run("sleep"), 1.0)
-        except TimeoutError:
-            while agent.running:  # the agent finishes the abort right after the caller left
-                await asyncio.sleep(0.01)
-            return web.json_response({"timed_out": True, "history": len(await agent.history())}, status=504)
+        async with open_fifo_asyncio(pid_file) as pids, open_fifo_asyncio(tmp_path / "done") as done:
+            agent = await request.app[node_key].spawn(spec.start, **spec.kwargs)
+            run = asyncio.ensure_future(agent.run("sleep"))
+            pid = int(await pids.readline())  # the tool's `sleep 600` runs
+            try:
+                await asyncio.wait_for(run, 0.1)
+            except TimeoutError:
+                await done.readline()  # the agent finishes the abort right after the caller left
+                return web.json_response(
+                    {"timed_out": True, "history": len(await agent.history()), "pid": pid}, status=504
+                )
         return web.json_response({"timed_out": False})
 
     app = web.Application()
@@ -124,11 +129,12 @@ def test_aiohttp_app_with_a_wait_for_timeout_that_kills_the_tool(
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             assert client.post("/run").json() == {"text": "hi there"}
-            started = time.monotonic()
-            slow_answer = client.post("/slow")
-            assert slow_answer.status_code == 504 and time.monotonic() - started < 5
-            assert slow_answer.json() == {"timed_out": True, "history": 0}
-        assert process_gone(int(pid_file.read_text()))
+            with wall_bound(5.0, "a run cut by asyncio.wait_for, its tool killed"):
+                slow_answer = client.post("/slow")
+            assert slow_answer.status_code == 504
+            answer = slow_answer.json()
+            assert answer == {"timed_out": True, "history": 0, "pid": answer["pid"]}
+        assert process_gone(answer["pid"])
     finally:
         stop[0]()
         thread.join(10)

@@ -6,10 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import httpx
+from waiting import TIMEOUT
 
 from .helpers import free_port, parse_sse
 
@@ -21,19 +22,27 @@ def test_the_fastapi_example_serves_agents_operations_and_its_own_handler() -> N
     env = {**os.environ, "PORT": str(port), "PYTHONPATH": str(ROOT / "src")}
     env.pop("CONDUKT_MODEL", None)
     env.pop("API_TOKEN", None)
-    server = subprocess.Popen([sys.executable, str(ROOT / "examples" / "fastapi_app.py")], env=env, cwd=ROOT)
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "fastapi_app.py")],
+        env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True,
+    )
+    assert server.stderr is not None
+    logged: list[str] = []
+    listening = threading.Event()
+
+    def read_log() -> None:  # uvicorn logs to stderr; read all of it, so the pipe never fills
+        for line in server.stderr:  # type: ignore[union-attr]
+            logged.append(line)
+            if "Uvicorn running on" in line:
+                listening.set()
+        listening.set()  # the example exited
+
+    reader = threading.Thread(target=read_log, daemon=True)
+    reader.start()
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    if client.get("/v1/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert server.poll() is None, "the example exited"
-                assert time.monotonic() < deadline, "the example did not start"
-                time.sleep(0.05)
+            assert listening.wait(TIMEOUT) and server.poll() is None, "".join(logged)
+            assert client.get("/v1/healthz").status_code == 200
             auth = {"Authorization": "Bearer dev-token"}
             first = client.post("/v1/agents/assistant/runs", json={"prompt": "hello"}, headers=auth).json()
             assert first["text"] == "You said: hello"
@@ -51,3 +60,4 @@ def test_the_fastapi_example_serves_agents_operations_and_its_own_handler() -> N
     finally:
         server.send_signal(signal.SIGINT)
         assert server.wait(15) == 0
+        reader.join(15)

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import trio
+from waiting import open_fifo
 
 import condukt
 import condukt.web
@@ -18,6 +19,7 @@ from condukt.testing import FunctionModel, call
 from .helpers import AUTH, TOKEN, Echo, parse_sse
 from .servers import both_servers, served
 from .test_approvals_http import Deployer, events
+from .test_observer import sse_events
 
 S = "\ud800"
 LOW = "\udfff"
@@ -37,7 +39,7 @@ class Surrogates(condukt.Agent):
 
 def napper(pid_file: Path) -> condukt.ChildSpec:
     """Runs `sleep 600` through bash (its pid written first), so its run is in progress while the test looks."""
-    command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 600"
+    command = f"echo $$ > {pid_file} && exec sleep 600"
     model = FunctionModel(lambda request: call("bash", {"command": command}))
     return condukt.ChildSpec(
         None, condukt.Agent, kwargs={"model": model, "tools": [condukt.tools.Bash], "cwd": pid_file.parent}
@@ -95,21 +97,28 @@ async def test_every_encoder_writing_to_a_client_carries_lone_surrogates(server:
                         "approve": False, "reason": f"no {S}"}))
         # The observer, while a run whose prompt holds one is in progress (its event log starts with a first look).
         assert (await client.get("/observer/api/snapshot", headers=AUTH)).status_code == 200
-        async with client.stream("POST", "/agents/napper/runs", content=json.dumps({"prompt": f"nap {S}"}).encode(),
-                                 headers={**AUTH, "Content-Type": "application/json",
-                                          "Accept": "text/event-stream"}) as response:
+        async with open_fifo(pid_file) as pids, client.stream(
+            "POST", "/agents/napper/runs", content=json.dumps({"prompt": f"nap {S}"}).encode(),
+            headers={**AUTH, "Content-Type": "application/json", "Accept": "text/event-stream"},
+        ) as response:
             napping = response.headers["x-condukt-session"]
-            with trio.fail_after(10):
-                while not pid_file.exists():  # the tool's `sleep 600` runs
-                    await trio.sleep(0.01)
+            await pids.receive_line()  # the tool's `sleep 600` runs
+            # The observer's stream: a snapshot, then what changed, until the run shows.
             found: list[dict[str, Any]] = []
+            processes: dict[str, Any] = {}
             with trio.fail_after(10):
-                while not found:  # snapshots are shared for half the observer's interval: a newer one shows it
-                    snapshot = await client.get("/observer/api/snapshot", headers=AUTH)
-                    assert snapshot.status_code == 200
-                    found = [p for p in snapshot.json()["processes"]
-                             if ((p["agent"] or {}).get("run") or {}).get("prompt") == f"nap {S}"]
-                    await trio.sleep(0.05)
+                async with client.stream("GET", "/observer/api/stream", headers=AUTH) as stream:
+                    async for name, data in sse_events(stream):
+                        if name == "snapshot":
+                            processes = {p["key"]: p for p in data["processes"]}
+                        elif name == "diff":
+                            processes.update((p["key"], p) for p in data["changed"])
+                            for key in data["removed"]:
+                                processes.pop(key, None)
+                        found = [p for p in processes.values()
+                                 if ((p["agent"] or {}).get("run") or {}).get("prompt") == f"nap {S}"]
+                        if found:
+                            break
             [agent] = found
             assert agent["agent"]["run"]["prompt"] == f"nap {S}"
             logged = await client.get(f"/observer/api/agents/{napping}/events", headers=AUTH)

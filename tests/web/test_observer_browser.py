@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import trio
+from waiting import TIMEOUT
 
 import condukt
 import condukt.web.observer as observer
@@ -33,6 +34,7 @@ try:
     from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 except ImportError:  # pragma: no cover - the test extra has it
     webdriver = None  # type: ignore[assignment]
@@ -59,7 +61,12 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
-def wait_until(driver: Any, condition: Callable[[Any], Any], what: str, seconds: float = 15.0) -> Any:
+def wait_until(driver: Any, condition: Callable[[Any], Any], what: str, seconds: float = TIMEOUT) -> Any:
+    """Selenium's wait for ``condition``: the page lives in another process, the driver can only ask it.
+
+    ``condition`` must return a false value while the page is not there yet
+    (an exception other than a missing or stale element fails at once).
+    """
     try:
         return WebDriverWait(driver, seconds, poll_frequency=0.05,
                              ignored_exceptions=(StaleElementReferenceException,)).until(condition)
@@ -189,7 +196,10 @@ async def test_without_a_token_in_its_address_the_page_asks_for_it_and_keeps_it_
 
             def log_in() -> None:
                 browser.get(observer.page_url(url, path="/"))
-                alert = wait_until(browser, lambda d: d.switch_to.alert, "a prompt for the token")
+                # alert_is_present() answers False until the prompt is up: ``d.switch_to.alert`` raises
+                # NoAlertPresentException then, which fails the wait at once (the flake under load: the
+                # prompt comes after the page's first request is refused, later than the page load).
+                alert = wait_until(browser, expected_conditions.alert_is_present(), "a prompt for the token")
                 alert.send_keys(TOKEN)
                 alert.accept()
                 wait_until(browser, lambda d: any(r["kind"] == "supervisor" for r in rows(d)), "the tree")

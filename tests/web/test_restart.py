@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from waiting import serving_process
 
 from .helpers import free_port
 from .test_approvals_http import events
@@ -64,31 +65,18 @@ AUTH = {"Authorization": "Bearer t0k"}
 COMMANDS = {
     "hypercorn-trio": lambda port: [sys.executable, "-m", "condukt", "serve", "deploy_app:app", "--port", str(port)],
     "uvicorn-asyncio": lambda port: [sys.executable, "-m", "uvicorn", "deploy_app:app", "--port", str(port),
-                                     "--log-level", "warning"],
+                                     "--log-level", "info"],  # its "Uvicorn running on" line says it listens
 }
 
 
 @asynccontextmanager
 async def server_process(command: list[str], cwd: Path, env: dict[str, str], port: int) -> AsyncIterator[Any]:
-    """A server process, ready once /healthz answers; killed with SIGKILL (no shutdown at all) on leaving."""
+    """A server process, ready once it logs that it listens; killed with SIGKILL (no shutdown at all) on leaving."""
     import os
 
-    process = await trio.lowlevel.open_process(command, cwd=cwd, env={**os.environ, **env})
-    try:
-        async with httpx.AsyncClient(timeout=2) as client:
-            with trio.fail_after(30):
-                while True:  # a server in another process: nothing to wait on but its answers
-                    try:
-                        if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    assert process.poll() is None, "the server exited"
-                    await trio.sleep(0.05)
+    ready = b"Uvicorn running on" if "uvicorn" in command else b"serving on"
+    async with serving_process(command, ready, cwd=cwd, env={**os.environ, **env}) as process:
         yield process
-    finally:
-        process.send_signal(signal.SIGKILL)
-        await process.wait()
 
 
 @pytest.mark.parametrize("server", sorted(COMMANDS))

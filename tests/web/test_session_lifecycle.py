@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import trio
+from waiting import open_fifo
 
 import condukt
 import condukt.web
@@ -16,12 +17,6 @@ from condukt.testing import FunctionModel, call, reply
 
 from .helpers import AUTH, TOKEN, Echo, parse_sse, sleeper
 from .servers import both_servers, served
-
-
-async def wait_for_file(path: Path) -> None:
-    with trio.fail_after(10):
-        while not path.exists():  # written by the tool's shell, in another process
-            await trio.sleep(0.01)
 
 
 @both_servers
@@ -45,15 +40,15 @@ async def test_delete_stops_the_agent_and_its_subprocess_and_frees_the_slot(
                 assert (await client.delete(f"/sessions/{session}", headers=AUTH)).status_code == 204
         assert (await client.get("/healthz")).json()["sessions"] == 0
 
-        async with client.stream(
+        async with open_fifo(pid_file) as pids, client.stream(
             "POST", "/agents/sleeper/runs", json={"prompt": "sleep"}, headers={**AUTH, "Accept": "text/event-stream"}
         ) as response:
             session = response.headers["x-condukt-session"]
-            await wait_for_file(pid_file)  # the tool's `sleep 600` runs
+            pid = int(await pids.receive_line())  # the tool's `sleep 600` runs
             deleted = await client.delete(f"/sessions/{session}", headers=AUTH)
             assert deleted.status_code == 204
             text = (await response.aread()).decode()
-        assert await trio.to_thread.run_sync(process_gone, int(pid_file.read_text()))
+        assert await trio.to_thread.run_sync(process_gone, pid)
         *_, error, done = parse_sse(text)
         assert error == ("error", {"type": "error", "error_type": "SessionDeleted",
                                    "message": f"session {session!r} was deleted during the run"})
@@ -82,7 +77,7 @@ async def test_idle_expiry_stops_the_agents_so_new_sessions_fit(server: str) -> 
 
 def napper(pid_file: Path) -> condukt.ChildSpec:
     """Answers 'ready'; a prompt 'sleep' runs `sleep 600` through bash, writing the shell's pid first."""
-    command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 600"
+    command = f"echo $$ > {pid_file} && exec sleep 600"
 
     def respond(request: condukt.ModelRequest) -> Any:
         last = request.messages[-1]
@@ -110,9 +105,9 @@ async def test_a_json_run_whose_session_is_deleted_gets_410_session_deleted(serv
             body = {"prompt": "sleep", "session": session}
             answers.append(await client.post("/agents/napper/runs", json=body, headers=AUTH))
 
-        async with trio.open_nursery() as nursery:
+        async with open_fifo(pid_file) as pids, trio.open_nursery() as nursery:
             nursery.start_soon(run)
-            await wait_for_file(pid_file)
+            await pids.receive_line()  # the tool's `sleep 600` runs
             assert (await client.delete(f"/sessions/{session}", headers=AUTH)).status_code == 204
         [answer] = answers
         assert answer.status_code == 410, answer.text

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import trio
+from waiting import serving_process
 
 import condukt.web
 import condukt.web.uvicorn
@@ -73,24 +74,15 @@ async def test_uvicorn_with_condukts_protocol_cuts_off_slow_headers_and_silent_c
 async def condukt_serve(tmp_path: Path) -> AsyncIterator[int]:
     (tmp_path / "echo_app.py").write_text("import condukt.web\napp = condukt.web.create_app()\n")
     port = free_port()
-    process = await trio.lowlevel.open_process(
+    async with serving_process(
         [sys.executable, "-m", "condukt", "serve", "echo_app:app", "--port", str(port)],
+        b"serving on",  # what it prints once it listens
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)},
-    )
-    try:
-        async with httpx.AsyncClient() as client:
-            with trio.fail_after(30):
-                while True:  # another process: nothing to wait on but its answers
-                    try:
-                        if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    await trio.sleep(0.05)
+    ) as process:
         yield port
-    finally:
         process.send_signal(signal.SIGTERM)
-        await process.wait()
+        with trio.fail_after(30):
+            await process.wait()
 
 
 async def test_condukt_serve_cuts_off_slow_headers_and_silent_clients(tmp_path: Path) -> None:

@@ -322,7 +322,9 @@ async def chat_session(choice: AgentChoice, console: Console, *, prices: tuple[f
             front.changed()
 
         async def one_run(text: str, done: trio.MemorySendChannel[_Posted]) -> None:
-            nonlocal running, aborting
+            # ``running`` turns false only when the loop below takes this "done": a line read
+            # meanwhile must still wait behind those typed before it (it did not, under load:
+            # a piped "/history" ran before the "second" that waited, and printed no answer).
             async with done:
                 try:
                     with front.make_renderer(prices) as renderer:
@@ -335,8 +337,6 @@ async def chat_session(choice: AgentChoice, console: Console, *, prices: tuple[f
                     front.say(f"error: {type(exc).__name__}: {exc}", "bold red")
                 finally:
                     front.renderer = None
-                running = False
-                aborting = False
                 await done.send(("done", ""))
 
         async def handle(line: str) -> bool:
@@ -387,6 +387,7 @@ async def chat_session(choice: AgentChoice, console: Console, *, prices: tuple[f
             front.prompt()
             async for kind, line in receive:
                 if kind == "done":
+                    running = aborting = False
                     if not await idle():
                         break
                 elif kind == "eof":

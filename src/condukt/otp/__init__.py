@@ -20,6 +20,7 @@ This layer knows nothing of LLMs and can be used on its own::
 See ``docs/runtime.md`` for the full guide and how it maps onto OTP.
 """
 
+from ._caller import Caller
 from ._child_spec import DEFAULT_SHUTDOWN, ChildCounts, ChildInfo, ChildSpec, RestartType
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
 from ._errors import (
@@ -35,11 +36,15 @@ from ._errors import (
     NoProc,
     TooManyChildren,
 )
-from ._node import Monitor, Node, current_node, open_node
-from ._process import DEFAULT_MAILBOX_SIZE, Caller, Handle, MonitorRef, Server, TimerRef, UnhandledMessage
+from ._handle import Handle
+from ._monitors import Monitor, MonitorRef
+from ._node import Node, current_node, open_node
+from ._process import DEFAULT_MAILBOX_SIZE
 from ._pubsub import Subscription
+from ._server import Server, UnhandledMessage
 from ._signals import IGNORE, NO_REPLY, Down, Exit, ExitReason, is_normal_exit, is_shutdown_exit
 from ._supervisor import Supervisor, SupervisorHandle
+from ._timers import TimerRef
 
 __all__ = [
     "DEFAULT_MAILBOX_SIZE",

@@ -1,26 +1,18 @@
-"""How a supervisor starts a child: :class:`ChildSpec`, its validation, and spawning."""
+"""How a supervisor starts a child: :class:`ChildSpec` and its validation (``_process`` starts it)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from contextvars import copy_context
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import Any, Generic, Literal
 
 import attrs
-import trio
-from trio.lowlevel import current_task, wait_task_rescheduled
 
-from ._current import current_node_var
-from ._errors import NoProc
-from ._process import _BOOTING, _RUNNING, DEFAULT_MAILBOX_SIZE, Handle, Process, Server
-from ._signals import IGNORE
-from ._spawnable import H, H_co, Spawnable
+from ._handle import Handle
+from ._server import Server
+from ._spawnable import H_co, Spawnable
 
-if TYPE_CHECKING:
-    from ._node import Node
-
-__all__ = ["ChildCounts", "ChildInfo", "ChildSpec", "child_info", "RestartType", "start_detached", "start_process"]
+__all__ = ["ChildCounts", "ChildInfo", "ChildSpec", "child_info", "RestartType"]
 
 RestartType = Literal["permanent", "transient", "temporary"]
 _RESTART_TYPES = ("permanent", "transient", "temporary")
@@ -185,139 +177,3 @@ def validate_supervisor(
             raise ValueError(f"duplicate child id {spec.id!r}")
         seen.add(spec.id)
     return specs
-
-
-async def start_process(
-    node: Node,
-    spec: ChildSpec[H],
-    *,
-    nursery: trio.Nursery,
-    parent: Handle | None = None,
-    key: Any = None,
-) -> H:
-    """Create a process from ``spec``, run its ``init`` and start its loop in ``nursery``.
-
-    ``parent`` gets a ``ChildExited(handle, reason, key)`` message when the
-    process exits.
-
-    Ordinary servers run ``init`` right here, in the starting task (OTP's
-    ``start_link`` also blocks until ``init`` returns); supervisors run it in
-    their own task, inside the nursery their children will live in. Raises
-    whatever ``init`` raised, with nothing left running or registered; the
-    same holds when the start is cancelled (a supervisor's ``init`` is
-    cancelled and the children it started are stopped before this returns).
-    When ``init`` returns :data:`IGNORE`, the returned handle has already
-    exited with reason ``"normal"`` (and ``parent`` hears nothing).
-    """
-    handle, proc, server = _new_process(node, spec, parent, key)
-    cls = type(server)
-    name = spec.name
-    if name is not None:
-        node._register(name, handle)
-    node._process_count += 1
-    proc._init_task = current_task()
-    if cls._eager_nursery:
-        proc._boot_args = (spec.args, dict(spec.kwargs))
-        try:
-            nursery.start_soon(proc._main)
-        except RuntimeError:
-            proc._exit("shutdown", notify=False)
-            raise NoProc("the supervisor is shutting down") from None
-        try:
-            result = await wait_task_rescheduled(proc._abort_init_wait)
-        except BaseException:
-            # ``init`` failed, or the start was cancelled and the process told
-            # to shut down (``_abort_init_wait``): wait until it is gone, its
-            # children included, so nothing is left running or registered.
-            with trio.CancelScope(shield=True):
-                await handle.wait()
-            raise
-        if result is IGNORE:
-            with trio.CancelScope(shield=True):
-                await handle.wait()  # it exits "normal" at once, nothing started
-        return handle
-    # ``init`` runs in the starting task, but on the process's node (``current_node()``).
-    token = current_node_var.set(node)
-    try:
-        result = await server.boot(*spec.args, **spec.kwargs)
-    except BaseException as exc:
-        proc._init_task = None
-        proc._exit(exc if isinstance(exc, Exception) else "killed", notify=False)
-        raise
-    finally:
-        current_node_var.reset(token)
-    proc._init_task = None
-    if result is IGNORE:
-        proc._exit("normal", notify=False)
-        return handle
-    proc._state = _RUNNING
-    # What its task will start with (the starter's context, on the process's
-    # node): calls it takes at once before that task first runs use it.
-    context = proc._context = copy_context()
-    context.run(current_node_var.set, node)
-    try:
-        nursery.start_soon(proc._main)
-    except RuntimeError:
-        proc._exit("shutdown", notify=False)
-        raise NoProc("the supervisor is shutting down") from None
-    return handle
-
-
-def _new_process(node: Node, spec: ChildSpec[H], parent: Handle | None, key: Any) -> tuple[H, Process, Server]:
-    """The handle, process and server instance for one start of ``spec`` (nothing registered or running)."""
-    # ``spec.start`` is a Server subclass (validated) whose ``handle_class``
-    # the type checker saw as ``type[H]`` (see ``Spawnable``). Plain ``Any``
-    # locals, not ``typing.cast`` calls: this runs once per process start.
-    start: Any = spec.start
-    cls: type[Server] = start
-    made: Any = cls.handle_class(node, cls, spec.name)
-    handle: H = made
-    server = cls()
-    server.handle = handle
-    mailbox_size = spec.mailbox_size
-    # Positional: keywords to a class call cost a dict per process.
-    proc = Process(
-        handle,
-        server,
-        DEFAULT_MAILBOX_SIZE if mailbox_size is None else mailbox_size,
-        spec.shutdown_timeout,
-        parent,
-        key,
-    )
-    return handle, proc, server
-
-
-def start_detached(
-    node: Node,
-    spec: ChildSpec[H],
-    *,
-    nursery: trio.Nursery,
-    parent: Handle,
-    key: Any = None,
-) -> H:
-    """Create a process from ``spec`` whose ``init`` runs in its own task, in ``nursery``; returns at once.
-
-    A supervisor's restarts use it so that a slow ``init`` never holds up
-    its mailbox. The name (if any) is registered as ``init`` begins, in the
-    process's task. ``parent`` (a supervisor) hears of the outcome exactly
-    once: when ``init`` returned, its ``_child_running(handle, key)`` is
-    called from the child's task, before the child serves anything (its
-    exit is later reported as for :func:`start_process`); otherwise it gets
-    a ``ChildStarted(handle, failure, key)`` message, ``failure`` being
-    :data:`IGNORE` or why it did not start (the exception ``init`` raised,
-    :class:`NameTaken`, a stop or kill during ``init``). Synchronous; raises
-    only what the class's (or its handle class's) constructor raised.
-    ``parent`` hears nothing while it is stopping.
-    """
-    handle, proc, _ = _new_process(node, spec, parent, key)
-    proc._state = _BOOTING
-    proc._boot_args = (spec.args, dict(spec.kwargs))
-    node._process_count += 1
-    # The name is registered by the process's own task, just before init
-    # (``Process._boot_here``): as when init runs in the starter's task,
-    # nobody finds the process before its ``boot`` has begun.
-    try:
-        nursery.start_soon(proc._main)
-    except RuntimeError:
-        proc._exit("shutdown")  # the parent is shutting down and hears nothing
-    return handle

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, start_process, validate_intensity
+from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, validate_intensity
 from ._errors import ChildNotFound, NoProc, TooManyChildren
-from ._process import Handle
+from ._handle import Handle
+from ._process import start_process
 from ._signals import IGNORE, ExitReason
 from ._spawnable import H
 from ._supervisor_base import (

@@ -11,13 +11,14 @@ from typing import Any, overload
 import attrs
 import trio
 
-from ._child_spec import ChildSpec, start_process, validate_intensity, validate_supervisor
+from ._child_spec import ChildSpec, validate_intensity, validate_supervisor
 from ._current import current_node_var
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle, Intensity
 from ._errors import ConduktError, NameTaken
-from ._process import Handle, MonitorRef, _add_monitor, _remove_monitor
+from ._handle import Handle
+from ._monitors import Monitor, _MonitorContext
+from ._process import start_process
 from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
-from ._signals import Down
 from ._spawnable import H, Spawnable
 from ._supervisor import Supervisor, SupervisorHandle
 from ._timers import TimerService
@@ -84,50 +85,6 @@ class run_default_node:  # noqa: N801 - a context manager named for what it does
             if defaults[i] is self._node:
                 del defaults[i]
                 break
-
-
-class Monitor:
-    """A monitor held by code outside any process; see :meth:`Node.monitor`."""
-
-    __slots__ = ("_event", "_ref", "down")
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-        self._ref: MonitorRef | None = None
-        #: The :class:`Down` once the process exited, else ``None``.
-        self.down: Down | None = None
-
-    def _on_down(self, down: Down) -> None:
-        if self.down is None:
-            self.down = down
-            self._event.set()
-
-    async def wait(self) -> Down:
-        """Wait for the monitored process to exit; returns the :class:`Down`.
-
-        Cancellation: only the waiting is cancelled; the monitor stays set
-        until its ``async with`` block ends. Never raises otherwise.
-        """
-        await self._event.wait()
-        assert self.down is not None
-        return self.down
-
-
-class _MonitorContext:
-    def __init__(self, handle: Handle) -> None:
-        self._handle = handle
-        self._monitor = Monitor()
-
-    async def __aenter__(self) -> Monitor:
-        monitor = self._monitor
-        monitor._ref = _add_monitor(self._handle, monitor)
-        await trio.lowlevel.checkpoint()
-        return monitor
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        ref = self._monitor._ref
-        if ref is not None:
-            _remove_monitor(ref)
 
 
 class Node:

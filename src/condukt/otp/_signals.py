@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 if TYPE_CHECKING:
-    from ._process import Handle, MonitorRef
+    from ._handle import Handle
+    from ._monitors import MonitorRef
 
 __all__ = ["IGNORE", "NO_REPLY", "Down", "Exit", "ExitReason", "is_normal_exit", "is_shutdown_exit"]
 

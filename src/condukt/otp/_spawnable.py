@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from ._process import Handle
+from ._handle import Handle
 
 __all__ = ["H", "H_co", "Spawnable"]
 

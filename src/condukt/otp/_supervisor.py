@@ -8,9 +8,11 @@ from typing import Any
 
 import trio
 
-from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, start_process, validate_supervisor
+from ._caller import Caller
+from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, validate_supervisor
 from ._errors import ChildNotFound, ChildRestarting, ChildRunning, NoProc
-from ._process import Caller, Handle
+from ._handle import Handle
+from ._process import start_process
 from ._signals import IGNORE, ExitReason, _Sentinel
 from ._spawnable import H
 from ._supervisor_base import RestartIntensity, SupervisorBase, needs_restart, stop_child, supervisor_of

@@ -9,9 +9,11 @@ from typing import Any, TypeVar
 
 import trio
 
-from ._child_spec import ChildSpec, start_detached
+from ._child_spec import ChildSpec
 from ._errors import NoProc
-from ._process import Handle, Server
+from ._handle import Handle
+from ._process import start_detached
+from ._server import Server
 from ._signals import ChildExited, ChildStarted, ExitReason, is_shutdown_exit
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""One timer wheel per node: call timeouts and ``send_after`` without cancel scopes.
+"""One timer wheel per node: call timeouts and ``send_after`` (:class:`TimerRef`) without cancel scopes.
 
 A trio cancel scope per call costs several microseconds; a call's timeout is
 instead an entry in this heap, and the single timer task of the node fails the
@@ -11,10 +11,14 @@ from __future__ import annotations
 import heapq
 import math
 from itertools import count
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-__all__ = ["Timed", "TimerService"]
+if TYPE_CHECKING:
+    from ._handle import Handle
+
+__all__ = ["Timed", "TimerRef", "TimerService"]
 
 _UNSCHEDULED, _SCHEDULED, _DONE = 0, 1, 2
 _COMPACT_MIN = 256
@@ -91,3 +95,27 @@ class TimerService:
                     entry._fire()
                 else:
                     self._dead -= 1
+
+
+class TimerRef(Timed):
+    """A pending :meth:`Server.send_after`; :meth:`cancel` withdraws it."""
+
+    __slots__ = ("_handle", "_message")
+
+    def __init__(self, handle: Handle, message: Any) -> None:
+        self._timer_state = 0
+        self._handle = handle
+        self._message = message
+
+    @property
+    def active(self) -> bool:
+        """True until the message is delivered or the timer cancelled."""
+        return self._timer_state == 1
+
+    def cancel(self) -> bool:
+        """Withdraw the timer; returns ``False`` if it already fired or was cancelled."""
+        return self._handle._node._timers.cancel(self)
+
+    def _fire(self) -> None:
+        self._handle._system(self._message)
+

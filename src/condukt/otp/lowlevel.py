@@ -36,10 +36,12 @@ from typing import Any
 
 import outcome
 
+from ._calls import call_with_callback as _call_with_callback
+from ._calls import start_call as _start_call
+from ._handle import Handle
 from ._node import Node, run_default_node
-from ._process import Handle, Process, Server
-from ._process import call_with_callback as _call_with_callback
-from ._process import start_call as _start_call
+from ._process import Process
+from ._server import Server
 from ._spawnable import Spawnable
 
 __all__ = [

@@ -1,8 +1,9 @@
 """Models for tests and demos: :class:`ScriptedModel` and :class:`FunctionModel`.
 
-Both record every request in ``model.requests`` and stream text and thinking
-through the same deltas a real provider emits, so agents, streams and tools
-can be tested without a network::
+Both record every request in ``model.requests`` (``await
+model.wait_for_requests(n)`` waits until ``n`` have arrived) and stream text
+and thinking through the same deltas a real provider emits, so agents,
+streams and tools can be tested without a network::
 
     from condukt.testing import ScriptedModel, reply, call
 
@@ -74,6 +75,43 @@ class _Recorder:
         #: Every request the agent sent, in order.
         self.requests: list[ModelRequest] = []
         self._ids = count(1)
+        # Tasks in ``wait_for_requests``: made on first use, so a model may be built outside trio.
+        self._arrivals: trio.lowlevel.ParkingLot | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Waiting tasks belong to this process's trio run: a copy (a model sent to a Ray actor) has none.
+        state = self.__dict__.copy()
+        state["_arrivals"] = None
+        return state
+
+    def _record(self, request: ModelRequest) -> None:
+        self.requests.append(request)
+        arrivals = self._arrivals
+        if arrivals:
+            arrivals.unpark_all()
+
+    async def wait_for_requests(self, count: int = 1) -> list[ModelRequest]:
+        """Wait until the model has received ``count`` requests in all; returns the first ``count``.
+
+        A request counts from the moment the agent sent it, before the model
+        answers: a test can act while a request is in flight (abort, steer,
+        kill the agent) without sleeping. Requests made before the call count
+        too, so ``await model.wait_for_requests(2)`` returns at once once two
+        have arrived. Wrap it in ``trio.fail_after`` to bound the wait.
+
+        Cancellation: only the waiting is cancelled. Raises ``ValueError``
+        for a ``count`` below 1.
+        """
+        if count < 1:
+            raise ValueError(f"count must be at least 1, got {count!r}")
+        if len(self.requests) < count:
+            if self._arrivals is None:
+                self._arrivals = trio.lowlevel.ParkingLot()
+            while len(self.requests) < count:
+                await self._arrivals.park()
+        else:
+            await trio.lowlevel.checkpoint()
+        return self.requests[:count]
 
     async def _respond(self, step: Any, emit: Emit) -> AssistantMessage:
         if isinstance(step, BaseException):
@@ -140,7 +178,7 @@ class ScriptedModel(_Recorder):
         Cancellable only where a reply's ``delay`` sleeps or ``emit`` blocks;
         a cancelled call has still used up its step.
         """
-        self.requests.append(request)
+        self._record(request)
         if self._next >= len(self._steps):
             raise ScriptExhausted(f"{self.name}: script exhausted after {len(self._steps)} responses")
         step = self._steps[self._next]
@@ -170,7 +208,7 @@ class FunctionModel(_Recorder):
         async ``fn``, a reply's ``delay`` or ``emit`` is; a sync ``fn`` runs to
         its end on the event loop.
         """
-        self.requests.append(request)
+        self._record(request)
         step = self._fn(request)
         if inspect.isawaitable(step):
             step = await step

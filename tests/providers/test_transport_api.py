@@ -1,73 +1,18 @@
-"""Second review of the read timer: bytes at a read's deadline, and ``exchange_prepared`` as a plain method."""
+"""TrioTransport's plain-method API: ``prepare``/``exchange_prepared`` and ``handle_async_request`` as httpx sees it."""
 
 from __future__ import annotations
 
 import functools
 import gc
-import os
 import warnings
 
 import httpx
 import pytest
 import trio
-import trio.testing
 
 from condukt.providers.lowlevel import TrioTransport
 
-from .helpers import read_head, tls_contexts
-
-
-async def test_a_tls_read_given_part_of_a_record_at_its_deadline_still_times_out(
-    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
-) -> None:
-    # On a real TLS connection: at the read's deadline only the header of a TLS record reaches
-    # the client's socket. Its reader takes those bytes but has nothing to return: the read
-    # must time out, at once (as under a cancel scope, when the reader runs first in trio's
-    # batch) or shortly after (when the timer runs first and spares it for the bytes). Trio
-    # orders each batch at random, hence several rounds.
-    server_context, client_context = tls_contexts()
-    server_fds: list[int] = []
-
-    async def handler(stream: trio.SSLStream[trio.SocketStream]) -> None:
-        try:
-            if await read_head(stream):
-                server_fds.append(stream.transport_stream.socket.fileno())
-                await trio.sleep_forever()
-        except trio.BrokenResourceError:
-            pass  # the client closed the connection (the timed-out read)
-
-    listeners = await nursery.start(
-        functools.partial(trio.serve_ssl_over_tcp, handler, 0, server_context, host="127.0.0.1")
-    )
-    port = listeners[0].transport_listener.socket.getsockname()[1]
-    outcomes: list[BaseException | str] = []
-    async with httpx.AsyncClient(transport=TrioTransport(ssl_context=client_context, trust_env=False)) as client:
-
-        async def get(done: trio.Event) -> None:
-            try:
-                outcomes.append(
-                    (await client.get(f"https://127.0.0.1:{port}/", timeout=httpx.Timeout(5, read=1.0))).text
-                )
-            except httpx.HTTPError as exc:
-                outcomes.append(exc)
-            done.set()
-
-        for _ in range(12):
-            server_fds.clear()
-            done = trio.Event()
-            nursery.start_soon(get, done)
-            while not server_fds:
-                await trio.testing.wait_all_tasks_blocked()
-            [fd] = server_fds
-            # An application-data record header announcing 32 bytes that never come, in the
-            # tick the read's deadline passes.
-            os.write(fd, b"\x17\x03\x03\x00\x20")
-            mock_clock.jump(1.0)
-            await trio.testing.wait_all_tasks_blocked()
-            mock_clock.jump(0.1)
-            await trio.testing.wait_all_tasks_blocked()
-            assert done.is_set()
-    assert [type(outcome) for outcome in outcomes] == [httpx.ReadTimeout] * 12
+from .helpers import read_head
 
 
 async def test_an_exchange_never_awaited_holds_no_slot(nursery: trio.Nursery) -> None:
