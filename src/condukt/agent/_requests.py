@@ -1,4 +1,10 @@
-"""The messages an :class:`AgentHandle` sends to its agent process (private protocol)."""
+"""The messages an :class:`AgentHandle` sends to its agent process (private protocol).
+
+The kernel answers most of them itself. A :class:`Routed` request is a
+feature's: the capabilities' ``answer`` hooks get it (approvals answer
+``Decide`` and ``GetApprovals``), and it says itself what the reply is when
+no capability takes it.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +14,20 @@ import attrs
 import trio
 
 from ..messages import DocumentBlock, ImageBlock
+from ..schema import Schema
+from ._errors import UnknownApproval
 
 __all__ = [
     "AbortRun",
     "CancelRun",
-    "Decide",
-    "GetApprovals",
-    "GetLastResult",
     "Clear",
     "Compact",
+    "Decide",
     "FollowUp",
+    "GetApprovals",
     "GetHistory",
+    "GetLastResult",
+    "Routed",
     "RunRequest",
     "Steer",
 ]
@@ -28,8 +37,8 @@ __all__ = [
 class RunRequest:
     """Start a run (or queue it). ``sink`` receives its events; a stream run is answered with its id at once.
 
-    ``output`` is the compiled result schema (a :class:`~condukt.schema.Schema`)
-    or ``None``. ``attachments`` are the images and documents sent after the
+    ``output`` is the result schema, compiled by the handle (a
+    :class:`~condukt.schema.Schema`), or ``None``. ``attachments`` are the images and documents sent after the
     prompt's text. Arguments are checked by the handle before this is sent.
     """
 
@@ -38,7 +47,7 @@ class RunRequest:
     timeout: float | None = None
     max_turns: int | None = None
     sink: trio.MemorySendChannel[Any] | None = None
-    output: Any = None
+    output: Schema[Any] | None = None
     on_event: Any = None
 
 
@@ -93,18 +102,36 @@ class Compact:
     """Run the compactor now (after the runs queued before it)."""
 
 
+class Routed:
+    """A request a capability answers (its ``answer`` hook), not the kernel."""
+
+    __slots__ = ()
+
+    def unanswered(self) -> Any:
+        """The reply when no capability answered (or raise what the caller gets)."""
+        return NotImplemented
+
+
 @attrs.frozen
-class Decide:
-    """Approve or deny a tool call waiting for approval."""
+class Decide(Routed):
+    """Approve or deny a tool call waiting for approval (the approvals capability answers)."""
 
     call_id: str
     approved: bool
     reason: str = ""
 
+    def unanswered(self) -> Any:
+        """No agent without approvals has a call waiting."""
+        raise UnknownApproval(self.call_id)
+
 
 @attrs.frozen
-class GetApprovals:
-    """Ask for the tool calls waiting for approval."""
+class GetApprovals(Routed):
+    """Ask for the tool calls waiting for approval (the approvals capability answers)."""
+
+    def unanswered(self) -> Any:
+        """Nothing waits."""
+        return ()
 
 
 @attrs.frozen

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import outcome
 import trio
 
-from ..messages import AssistantMessage, TextBlock, UserMessage
-from ..providers import ModelRequest
-from ._capability import Capability, SendRequest
-from ._errors import AgentError
-
-if TYPE_CHECKING:
-    from ._run import Run
+from ...messages import AssistantMessage, TextBlock, UserMessage
+from ...providers import ModelRequest
+from .._capability import Capability, SendRequest
+from .._errors import AgentError
+from .._run import Run
 
 __all__ = ["Check", "GuardrailTripped", "InputGuardrail", "OutputGuardrail"]
 
@@ -99,8 +97,7 @@ class InputGuardrail(Capability):
         """
         if run.turn != 1 or run.resumed is not None:
             return await send(request)
-        session = run.session
-        prompt = session.messages[run.start]
+        prompt = run.context.messages[run.start]
         text = prompt.text if type(prompt) is UserMessage else ""
         if not self.concurrent:
             checked = await _verdict(self.check, text, self.name)
@@ -129,11 +126,11 @@ class InputGuardrail(Capability):
         """``request`` with the prompt replaced by ``text`` (in the history too)."""
         if not isinstance(text, str):
             raise TypeError(f"input guardrail {self.name} returned {type(text).__name__}, not a str or None/bool")
-        session = run.session
-        old = session.messages[run.start]
+        ctx = run.context
+        old = ctx.messages[run.start]
         images = tuple(b for b in old.content if type(b) is not TextBlock) if type(old) is UserMessage else ()
-        new = UserMessage((TextBlock(session.scrub(text)), *images))
-        session.messages[run.start] = new
+        new = UserMessage((TextBlock(ctx.scrub(text)), *images))
+        ctx.messages[run.start] = new
         messages = tuple(new if m is old else m for m in request.messages)
         return attrs.evolve(request, messages=messages)
 
@@ -164,8 +161,8 @@ class OutputGuardrail(Capability):
 
         An abort or the run's timeout cancels the check (the run ends aborted or timed out).
         """
-        session = run.session
-        messages = session.messages
+        ctx = run.context
+        messages = ctx.messages
         last = len(messages) - 1
         while last > run.start and type(messages[last]) is not AssistantMessage:
             last -= 1
@@ -178,7 +175,7 @@ class OutputGuardrail(Capability):
         if checked is not value and not run.structured and isinstance(checked, str) and last > run.start:
             answer = messages[last]
             assert type(answer) is AssistantMessage
-            text = session.scrub(checked)
+            text = ctx.scrub(checked)
             kept = tuple(b for b in answer.content if type(b) is not TextBlock)
             messages[last] = attrs.evolve(answer, content=(*kept, TextBlock(text)))
             return text

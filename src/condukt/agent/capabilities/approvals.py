@@ -14,19 +14,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import attrs
 import trio
 
-from ..events import ApprovalDecided, ApprovalRequested
-from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage
-from ..sessions import PendingApproval, RunCheckpoint
-from ._capability import Capability
-from ._errors import UnknownApproval
-
-if TYPE_CHECKING:
-    from ._run import Run
-    from ._session import Session
+from ...events import ApprovalDecided, ApprovalRequested
+from ...messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage
+from ...sessions import PendingApproval, RunCheckpoint
+from .._capability import Builtin, Capability
+from .._context import AgentContext
+from .._errors import UnknownApproval
+from .._requests import Decide, GetApprovals
+from .._run import Run
 
 __all__ = ["Approvals", "scrub_value"]
 
@@ -60,7 +60,7 @@ class _Waiting:
         self.wake.set()
 
 
-class Approvals(Capability):
+class Approvals(Builtin):
     """Holds tool calls until ``agent.approve(call_id)`` or ``agent.deny(call_id, reason)``.
 
     Built into an agent whose tools ask for approvals (or whose restored
@@ -68,10 +68,12 @@ class Approvals(Capability):
     reaches the model as the call's (error) result; an ``approval_timeout``
     denies the call when it expires. Time spent waiting does not count
     against the run's timeout: the run's deadline moves on by the wait.
+    ``approve``/``deny``/``pending_approvals`` reach it through its
+    ``answer`` hook.
     """
 
-    def __init__(self, session: Session, restored: RunCheckpoint | None) -> None:
-        self.session = session
+    def __init__(self, ctx: AgentContext, restored: RunCheckpoint | None) -> None:
+        self.ctx = ctx
         #: Calls waiting now, by call id.
         self.waiting: dict[str, _Waiting] = {}
         #: Calls a restored checkpoint holds that the resumed run has not reached yet.
@@ -85,7 +87,27 @@ class Approvals(Capability):
         self._paused_at = 0.0
         self._deadline = math.inf
 
+    @classmethod
+    def once_resolved(cls, ctx: AgentContext) -> Capability | None:
+        """One when a tool may ask for approval, or the restored run has calls waiting for one."""
+        restored = ctx.restored_run
+        if (restored is not None and restored.approvals) or any(
+            tool.requires_approval is not False for tool in ctx.tools
+        ):
+            return cls(ctx, restored)
+        return None
+
     # ------------------------------------------------------------------ the mailbox side
+
+    def answer(self, request: Any) -> Any:
+        """``Decide`` (approve, deny; :class:`UnknownApproval` if no such call waits) and ``GetApprovals``."""
+        kind = type(request)
+        if kind is Decide:
+            self.decide(request.call_id, request.approved, request.reason)
+            return None
+        if kind is GetApprovals:
+            return self.pending()
+        return NotImplemented
 
     def pending(self) -> tuple[PendingApproval, ...]:
         """The calls waiting for a decision, in the order they were requested."""
@@ -102,35 +124,39 @@ class Approvals(Capability):
             return
         raise UnknownApproval(call_id)
 
-    def checkpoint(self, run: Run) -> tuple[tuple[ToolResultMessage, ...], tuple[PendingApproval, ...]]:
-        """The results and waiting calls of ``run``'s turn in flight, for its checkpoint."""
-        messages = self.session.messages
+    def checkpoint(self, run: Run, checkpoint: RunCheckpoint) -> RunCheckpoint | None:
+        """``checkpoint`` with the results and waiting calls of ``run``'s turn in flight."""
+        messages = self.ctx.messages
         last = messages[-1] if messages else None
         if type(last) is not AssistantMessage or not last.tool_calls:
-            return (), ()
+            return checkpoint
         ids = {call.id for call in last.tool_calls}
         results = tuple(r for i, r in self.results.items() if i in ids)
-        return results, tuple(p for p in self.pending() if p.call_id in ids)
+        approvals = tuple(p for p in self.pending() if p.call_id in ids)
+        return attrs.evolve(checkpoint, results=results, approvals=approvals)
 
     # ------------------------------------------------------------------ hooks
 
     async def gate_tool_call(self, run: Run, call: ToolCall) -> ToolResultMessage | None:
-        """Wait for the decision on ``call`` if its tool asks for one; a denial answers it."""
-        session = self.session
+        """Wait for the decision on ``call`` if its tool asks for one; a denial answers it.
+
+        The wait is cancelled with the run (an abort; not the run's timeout, paused meanwhile).
+        """
+        ctx = self.ctx
         record = self.restored.get(call.id)
         if record is None:
-            tool = session.tools_by_name.get(call.name)
+            tool = ctx.tools_by_name.get(call.name)
             arguments = call.arguments
             if tool is None or not isinstance(arguments, dict) or tool.validate(arguments) is not None:
                 return None  # the call fails on its own; nothing to approve
             if not tool.needs_approval(arguments):
                 return None
             now = time.time()
-            timeout = session.config.approval_timeout
+            timeout = ctx.config.approval_timeout
             record = PendingApproval(
                 call.id,
                 call.name,
-                scrub_value(session.scrub, arguments),
+                scrub_value(ctx.scrub, arguments),
                 run.id,
                 now,
                 None if timeout is None else now + timeout,
@@ -159,9 +185,9 @@ class Approvals(Capability):
             del self.waiting[call.id]
         await self._save(run)  # decided: no longer pending after a restart
         if not waiting.decided:
-            timeout = session.config.approval_timeout
+            timeout = ctx.config.approval_timeout
             waiting.reason = "no decision within the approval timeout" + (f" ({timeout:g}s)" if timeout else "")
-        reason = session.scrub(waiting.reason)
+        reason = ctx.scrub(waiting.reason)
         await run.emit(ApprovalDecided(call.id, call.name, waiting.approved, reason))
         if waiting.approved:
             return None
@@ -189,14 +215,13 @@ class Approvals(Capability):
         return False
 
     async def after_run(self, run: Run, failure: BaseException | None) -> None:
-        """Forget what the run left (restored calls of a run that ended another way)."""
+        """Forget what the run left (restored calls of a run that ended another way); never waits: never cancelled."""
         self.results.clear()
         self.restored.clear()
         self.early.clear()
 
     async def _save(self, run: Run) -> None:
-        for changed in run.hooks.history_changed:
-            await changed(self.session)
+        await run.history_changed()
 
     # ------------------------------------------------------------------ the run's deadline
 

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import trio
 
-from ..messages import AssistantMessage, Usage
-from ..providers import ModelRequest
-from ._capability import Capability, SendRequest
-from ._errors import AgentError
-
-if TYPE_CHECKING:
-    from ._run import Run
+from ...messages import AssistantMessage, Usage
+from ...providers import ModelRequest
+from .._capability import Capability, SendRequest
+from .._errors import AgentError
+from .._run import Run
 
 __all__ = ["UsageLimitExceeded", "UsageLimits"]
 

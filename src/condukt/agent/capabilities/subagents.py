@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import trio
 
-from ..events import SubagentEvent
-from ..otp import CallError, ChildSpec, ConduktError, Down, DynamicSupervisor, ExitReason, Handle
-from ..redaction import chain
-from ..schema import Schema
-from ..tools import Tool, ToolContext, ToolError
-from ._capability import Capability
-from ._errors import InvalidInput
-from ._handle import stop_quietly
-from ._structured import render_input
-
-if TYPE_CHECKING:
-    from ._agent import Agent
-    from ._session import Session
+from ...events import SubagentEvent
+from ...otp import CallError, ChildSpec, ConduktError, Down, DynamicSupervisor, ExitReason, Handle, Server
+from ...redaction import chain
+from ...schema import Schema
+from ...tools import Tool, ToolContext, ToolError
+from .._capability import Builtin, Capability
+from .._context import AgentContext
+from .._errors import InvalidInput
+from .._input import render_input
+from .._transient import stop_quietly
 
 __all__ = ["Role", "Subagent", "SubagentSupervisor", "SubagentTool", "Subagents", "resolve_roles"]
 
@@ -61,17 +58,20 @@ class Role:
     """A resolved role: what to start and how."""
 
     name: str
-    agent: type[Agent]
+    #: The class to start (a :class:`~condukt.Agent` subclass).
+    agent: type[Any]
     options: Mapping[str, Any]
     input: Any
     output: Any
     description: str
 
 
-def resolve_roles(spec: Mapping[str, Any]) -> dict[str, Role]:
-    """Roles from ``Agent.subagents()``: class, ``(class, options)`` or :class:`Subagent`."""
-    from ._agent import Agent
+def resolve_roles(spec: Mapping[str, Any], plain: type[Server]) -> dict[str, Role]:
+    """Roles from ``Agent.subagents()``: class, ``(class, options)`` or :class:`Subagent`.
 
+    ``plain`` is condukt's plain :class:`~condukt.Agent` (``AgentContext.plain_agent``): an
+    inline :class:`Subagent` role runs as one, and a class role must subclass it.
+    """
     roles: dict[str, Role] = {}
     for name, value in spec.items():
         if not isinstance(name, str) or not name:
@@ -83,13 +83,13 @@ def resolve_roles(spec: Mapping[str, Any]) -> dict[str, Role]:
             options["tools"] = list(value.tools)
             if value.model is not None:
                 options["model"] = value.model
-            role = Role(name, Agent, options, value.input, value.output, value.description)
+            role = Role(name, plain, options, value.input, value.output, value.description)
         else:
             if isinstance(value, tuple) and len(value) == 2:
                 cls, options = value[0], dict(value[1])
             else:
                 cls, options = value, {}
-            if not (isinstance(cls, type) and issubclass(cls, Agent)):
+            if not (isinstance(cls, type) and issubclass(cls, plain)):
                 raise TypeError(f"sub-agent role {name!r} must be an Agent subclass, (class, options) or Subagent")
             description = options.pop("description", "") or (cls.__doc__ or "").strip().split("\n")[0]
             role = Role(name, cls, options, options.pop("input", None), options.pop("output", None), description)
@@ -122,36 +122,45 @@ class SubagentSupervisor(DynamicSupervisor):
         await super().handle_info(message)
 
 
-class Subagents(Capability):
+class Subagents(Builtin):
     """Delegation as a capability: the ``subagent`` tool and the supervisor of the children.
 
     Children run under one :class:`SubagentSupervisor` per parent, started on
-    first use and stopped with the parent.
+    first use and stopped with the parent. Built in when the agent has roles
+    (``subagents()`` or ``subagents=``).
     """
 
-    def __init__(self, roles: Mapping[str, Any]) -> None:
-        self.roles = resolve_roles(roles)
+    def __init__(self, roles: Mapping[str, Any], plain: type[Server]) -> None:
+        self.roles = resolve_roles(roles, plain)
         self._supervisor: Any = None
         self._lock: trio.Lock | None = None
 
-    def tools(self, session: Session) -> Sequence[Tool]:
-        """The ``subagent`` tool for this agent's roles."""
-        return [SubagentTool(session, self, self.roles, session.config.max_concurrent_subagents)]
+    @classmethod
+    def at_start(cls, ctx: AgentContext) -> Capability | None:
+        """One for an agent with roles (a bad role fails the start)."""
+        roles = ctx.config.subagents
+        if roles is None:
+            roles = ctx.agent.subagents()
+        return cls(roles, ctx.plain_agent) if roles else None
 
-    async def supervisor(self, session: Session) -> Any:
+    def tools(self, ctx: AgentContext) -> Sequence[Tool]:
+        """The ``subagent`` tool for this agent's roles."""
+        return [SubagentTool(ctx, self, self.roles, ctx.config.max_concurrent_subagents)]
+
+    async def supervisor(self, ctx: AgentContext) -> Any:
         """The children's supervisor, started on first use (a cancelled start leaves none)."""
         if self._lock is None:
             self._lock = trio.Lock()
         async with self._lock:
             supervisor = self._supervisor
             if supervisor is None or not supervisor.alive:
-                supervisor = self._supervisor = await session.node.root.start_child(
-                    ChildSpec(None, SubagentSupervisor, kwargs={"owner": session.handle}, restart="temporary")
+                supervisor = self._supervisor = await ctx.node.root.start_child(
+                    ChildSpec(None, SubagentSupervisor, kwargs={"owner": ctx.handle}, restart="temporary")
                 )
         return supervisor
 
-    async def stop(self, session: Session, reason: ExitReason) -> None:
-        """Stop the children with their parent (in the parent's shutdown budget)."""
+    async def stop(self, ctx: AgentContext, reason: ExitReason) -> None:
+        """Stop the children with their parent (in the parent's shutdown budget, then cancelled)."""
         supervisor = self._supervisor
         if supervisor is not None and supervisor.alive:
             await supervisor.stop("shutdown", timeout=None)
@@ -163,9 +172,9 @@ class SubagentTool(Tool):
     name = "subagent"
     timeout = None  # each child run has its own timeout
 
-    def __init__(self, session: Session, owner: Subagents, roles: dict[str, Role], max_concurrent: int) -> None:
+    def __init__(self, ctx: AgentContext, owner: Subagents, roles: dict[str, Role], max_concurrent: int) -> None:
         super().__init__()
-        self._session = session
+        self._ctx = ctx
         self._owner = owner
         self._roles = roles
         self._limiter = trio.CapacityLimiter(max_concurrent)
@@ -239,7 +248,7 @@ class SubagentTool(Tool):
             return await self._delegate(role, task, context)
 
     async def _delegate(self, role: Role, task: str, context: ToolContext) -> Any:
-        parent = self._session
+        parent = self._ctx
         config = parent.config
         supervisor = await self._owner.supervisor(parent)
         own_model = role.options.get("model", role.agent.model)

@@ -1,23 +1,28 @@
-"""Structured output and input: the ``submit_result`` tool, schemas, validation, conversion."""
+"""Structured output: the ``submit_result`` tool, the result schema, validation and conversion.
+
+A run with ``output=`` gets :class:`StructuredOutput` among its hooks (the
+handle compiled the schema in the caller; structured input, rendered into
+the prompt, is :mod:`condukt.agent._input`).
+"""
 
 from __future__ import annotations
 
 import functools
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from ..messages import AssistantMessage, Message, TextBlock, ToolCall, ToolDefinition, ToolResultMessage
-from ..providers import ModelRequest
-from ..schema import Schema, is_structured_type
-from ._capability import Capability
-from ._errors import InvalidInput, InvalidOutput, NoResultSubmitted
+from ...messages import AssistantMessage, Message, TextBlock, ToolCall, ToolDefinition, ToolResultMessage
+from ...providers import ModelRequest
+from ...schema import Schema
+from ...sessions import RunCheckpoint
+from .._capability import Builtin, Capability
+from .._context import AgentContext
+from .._errors import InvalidOutput, NoResultSubmitted
+from .._run import Run
 
-if TYPE_CHECKING:
-    from ._run import Run
-
-__all__ = ["SUBMIT_RESULT", "OutputSpec", "StructuredOutput", "output_spec", "render_input"]
+__all__ = ["SUBMIT_RESULT", "OutputSpec", "StructuredOutput"]
 
 #: The name of the synthetic tool a structured run adds.
 SUBMIT_RESULT = "submit_result"
@@ -46,7 +51,7 @@ class OutputSpec:
     @classmethod
     def of(cls, output: Any) -> OutputSpec:
         """Build from any schema :meth:`Schema.of <condukt.schema.Schema.of>` takes (cached, bounded)."""
-        return _spec_of(Schema.of(output))
+        return _spec_of(output if isinstance(output, Schema) else Schema.of(output))
 
     def errors(self, arguments: Any) -> list[str]:
         """Why ``arguments`` are not a valid submission (empty when valid); never raises."""
@@ -88,12 +93,7 @@ def _spec_of(schema: Schema[Any]) -> OutputSpec:
     return OutputSpec(schema, Schema.of(wrapper), True)
 
 
-def output_spec(output: Any) -> OutputSpec:
-    """The :class:`OutputSpec` for an ``output=`` argument; ``TypeError``/``ValueError`` if unusable."""
-    return OutputSpec.of(output)
-
-
-class StructuredOutput(Capability):
+class StructuredOutput(Builtin):
     """A structured run (``output=``) as a capability of that run.
 
     It offers the ``submit_result`` tool and its instruction on every model
@@ -103,6 +103,8 @@ class StructuredOutput(Capability):
     result (:class:`NoResultSubmitted` if none came). At the end it takes
     its bookkeeping out of the history: later runs do not offer
     ``submit_result``, so the calls to it become the result as plain text.
+    Such a run is not checkpointed: its schema is code, which a snapshot
+    cannot hold.
     """
 
     def __init__(self, spec: OutputSpec, retries: int) -> None:
@@ -113,6 +115,21 @@ class StructuredOutput(Capability):
         self.value: Any = None
         self.last_errors: list[str] = []
         self._definition = spec.definition()
+
+    @classmethod
+    def once_resolved(cls, ctx: AgentContext) -> Capability | None:
+        """None; an agent with a tool of its own named ``submit_result`` fails to start."""
+        if SUBMIT_RESULT in ctx.tools_by_name:
+            raise ValueError(f"the tool name {SUBMIT_RESULT!r} is reserved for structured output")
+        return None
+
+    @classmethod
+    def for_run(cls, ctx: AgentContext, run: Run) -> Capability | None:
+        """One for a run with ``output=``."""
+        output = run.request.output
+        if output is None:
+            return None
+        return cls(OutputSpec.of(output), ctx.config.output_retries)
 
     def prepare_request(self, run: Run, request: ModelRequest) -> ModelRequest:
         """Add the instruction to the system prompt and ``submit_result`` to the tools."""
@@ -145,8 +162,8 @@ class StructuredOutput(Capability):
         return self.value
 
     async def after_run(self, run: Run, failure: BaseException | None) -> None:
-        """Rewrite the run's turns without ``submit_result`` calls and results."""
-        messages = run.session.messages
+        """Rewrite the run's turns without ``submit_result`` calls and results; never waits, so never cancelled."""
+        messages = run.context.messages
         if run.start < 0 or run.start >= len(messages):
             return
         kept: list[Message] = [messages[run.start]]
@@ -171,6 +188,10 @@ class StructuredOutput(Capability):
         elif len(kept) == 1:
             kept = []  # nothing answered the prompt: as if it had not been asked
         messages[run.start :] = kept
+
+    def checkpoint(self, run: Run, checkpoint: RunCheckpoint) -> RunCheckpoint | None:
+        """None: a snapshot cannot hold the run's schema, so the run is not resumed."""
+        return None
 
     def submit(self, arguments: Any) -> tuple[tuple[TextBlock, ...], bool]:
         """Check one submission; returns the tool result for the model."""
@@ -198,22 +219,3 @@ class StructuredOutput(Capability):
         )
         listed = "; ".join(errors)
         return (TextBlock(f"Error: the result does not match the schema: {listed}.{hint}"),), True
-
-
-def render_input(value: Any, schema: Any) -> str:
-    """Validate ``value`` against ``schema`` and render it for the prompt.
-
-    ``value`` may be plain JSON data or an instance of an attrs class, a
-    dataclass or a pydantic model (dumped to its fields first). Raises
-    :class:`InvalidInput` (before any model request) when it does not fit.
-    """
-    data = Schema.of(type(value)).dump(value) if is_structured_type(type(value)) else value
-    if schema is not None:
-        errors = Schema.of(schema).errors(data)
-        if errors:
-            raise InvalidInput("input does not match its schema: " + "; ".join(errors), errors)
-    try:
-        text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"input is not JSON-serialisable: {exc}", [str(exc)]) from exc
-    return f"Input:\n```json\n{text}\n```"

@@ -7,22 +7,19 @@ again for it: :class:`Resumption` answers its calls instead. Otherwise the
 turn in flight was not saved, and the resumed run asks the model again from
 the last completed turn (calls it makes again run again). A call that had ended
 keeps its result; a call that was still waiting for approval waits again
-(:mod:`._approvals`); a call that was running when the agent went down is
+(:mod:`.approvals`); a call that was running when the agent went down is
 **not re-issued** (it may have had its effect already, and tools are not
 assumed idempotent): the model is told it was interrupted, and decides.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage
-from ..providers import ModelRequest
-from ..sessions import RunCheckpoint
-from ._capability import Capability, SendRequest
-
-if TYPE_CHECKING:
-    from ._run import Run
+from ...messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage
+from ...providers import ModelRequest
+from ...sessions import RunCheckpoint
+from .._capability import Builtin, Capability, SendRequest
+from .._context import AgentContext
+from .._run import Run
 
 __all__ = ["INTERRUPTED", "ResumeCheckpoints", "Resumption"]
 
@@ -33,13 +30,19 @@ INTERRUPTED = (
 )
 
 
-class Resumption(Capability):
+class Resumption(Builtin):
     """Answers the calls of a resumed run's turn in flight (only that run's hooks hold it)."""
 
     def __init__(self, checkpoint: RunCheckpoint) -> None:
         self.results = {result.tool_call_id: result for result in checkpoint.results}
         self.waiting = {approval.call_id for approval in checkpoint.approvals}
         self.done = False
+
+    @classmethod
+    def for_run(cls, ctx: AgentContext, run: Run) -> Capability | None:
+        """One for a run resumed from its checkpoint after a restart."""
+        resumed = run.resumed
+        return None if resumed is None else cls(resumed)
 
     def intercept_tool_call(self, run: Run, call: ToolCall) -> ToolResultMessage | None:
         """The call's saved result, None for a call still waiting for approval, else "interrupted"."""
@@ -58,17 +61,23 @@ class Resumption(Capability):
         return False
 
 
-class ResumeCheckpoints(Capability):
+class ResumeCheckpoints(Builtin):
     """With ``resume=True``: the run is checkpointed before its first request too.
 
     Every completed turn is saved anyway; this adds one save per run, so a
     run that goes down before its first turn completes still resumes (from
-    its prompt) instead of being lost.
+    its prompt) instead of being lost. Built in when ``resume=True`` and a
+    ``session_store`` is set.
     """
 
+    @classmethod
+    def once_resolved(cls, ctx: AgentContext) -> Capability | None:
+        """One for an agent that resumes its runs from a store."""
+        config = ctx.config
+        return cls() if config.resume and config.session_store is not None else None
+
     async def wrap_model_request(self, run: Run, request: ModelRequest, send: SendRequest) -> AssistantMessage:
-        """Save the checkpoint before the run's first request."""
+        """Save the checkpoint before the run's first request (an abort or the run's timeout cancels both)."""
         if run.turn == 1 and run.resumed is None:
-            for changed in run.hooks.history_changed:
-                await changed(run.session)
+            await run.history_changed()
         return await send(request)
