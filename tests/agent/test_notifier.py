@@ -12,7 +12,7 @@ import condukt
 from condukt.events import AgentEnd, AgentEvent, AgentStart, Done, ToolCallEnd, TurnStart
 from condukt.testing import ScriptedModel, call, reply
 
-from .helpers import Echo, Logged
+from .capabilities.helpers import Echo, Logged
 
 
 async def drain(subscription: Any) -> list[Any]:

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import trio
-from agent.helpers import assert_consistent, tool_results
 
 import condukt
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
+from ...helpers import assert_consistent, tool_results
 from .helpers import Probe, delegate, run_failing, spawn_parent, stuck_roles, wait_until
 
 

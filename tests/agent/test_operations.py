@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agent.helpers import Add
 
 import condukt
 from condukt.messages import UserMessage
 from condukt.testing import ScriptedModel, call, reply
 
-from .helpers import GOOD, PullRequest, Review, ReviewRecord, Ticket, Verdict, first_user_text, tool_names
+from .helpers import Add
+from .structured import GOOD, PullRequest, Review, ReviewRecord, Ticket, Verdict, first_user_text, tool_names
 
 LABEL_SCHEMA: dict[str, Any] = {
     "type": "object",

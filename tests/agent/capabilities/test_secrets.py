@@ -2,7 +2,8 @@
 
 "Anywhere" is every byte a user can capture: model requests, streamed
 events, ``handle_event``, node subscribers, history, telemetry events,
-OpenTelemetry spans and logs.
+OpenTelemetry spans and logs. A ``Command``'s own ``env`` values are
+treated the same way (the last section).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import trio
 import trio.lowlevel
 
 import condukt
-from condukt import secrets
-from condukt.events import Error, SubagentEvent, ToolCallEnd
-from condukt.messages import DocumentBlock, ToolResultMessage
+from condukt import secrets, serialization
+from condukt.events import Error, Event, SubagentEvent, ToolCallEnd
+from condukt.messages import DocumentBlock, Message, ToolResultMessage
 from condukt.secrets import SecretError
 from condukt.testing import ScriptedModel, call, reply
 
+from ..helpers import Recorder, of_type
 from .helpers import Echo, Logged, capture_telemetry, leaks, result_texts
 
 SECRET = "s3cr3t-value-7f3a9c"
@@ -525,3 +527,63 @@ async def test_sub_agents_inherit_the_resolved_values(tmp_path: Path) -> None:
     assert [e.result for e in forwarded] == [child_result]
     assert all(SECRET not in repr(x) for x in [*log, *history, *child_model.requests, *parent_model.requests])
     assert [m.text for m in history if isinstance(m, ToolResultMessage)] == ["child done"]
+
+
+# --------------------------------------------------------------------------- a Command's own env
+
+#: A value given to one Command through its ``env`` (not an agent secret): redacted all the same.
+ENV_SECRET = "tok-5f3a9c1e-very-secret"
+
+ENV_PRINT_TOKEN = "import os; print('token is', os.environ['DEPLOY_TOKEN'])"
+ENV_PRINT_REVERSED = "import os; print('reversed', os.environ['DEPLOY_TOKEN'][::-1])"
+ENV_PRINT_ENVIRON = "import os, json; print(json.dumps(dict(os.environ)))"
+ENV_FAIL_LOUDLY = "import os, sys; sys.exit('failed with ' + os.environ['DEPLOY_TOKEN'])"
+ENV_HANG_AFTER_PRINT = "import os, time; print(os.environ['DEPLOY_TOKEN'], flush=True); time.sleep(60)"
+
+
+def py_call(code: str, **extra: Any) -> Any:
+    return call("py", {"args": ["-c", code], **extra})
+
+
+async def test_command_env_never_appears_anywhere(tmp_path: Path) -> None:
+    command = condukt.tools.Command(
+        command=sys.executable, name="py", description="Run Python.", env={"DEPLOY_TOKEN": ENV_SECRET}
+    )
+    model = ScriptedModel(
+        [
+            [py_call(ENV_PRINT_TOKEN), py_call(ENV_PRINT_REVERSED), py_call(ENV_PRINT_ENVIRON)],
+            [py_call(ENV_FAIL_LOUDLY), py_call(ENV_HANG_AFTER_PRINT, timeout=1)],
+            call("bash", {"command": 'echo "bash sees ${DEPLOY_TOKEN:-nothing}"'}),
+            reply("done"),
+        ]
+    )
+    log: list[Any] = []
+    async with condukt.open_node() as node:
+        agent = await node.spawn(
+            Recorder, model=model, tools=[command, condukt.tools.Bash], cwd=tmp_path, log=log
+        )
+        async with agent.stream("use the tools") as events:
+            streamed = [event async for event in events]
+        assert events.result == "done"
+        history = await agent.history()
+        agent_repr = repr(agent)
+    results = {e.id: e for e in of_type(log, ToolCallEnd)}
+    texts = [e.result for e in results.values()]
+    # The variable reached the subprocesses, and the output is redacted.
+    assert any(f"reversed {ENV_SECRET[::-1]}" in t for t in texts)
+    assert any("token is [REDACTED:DEPLOY_TOKEN]" in t for t in texts)
+    assert any("failed with [REDACTED:DEPLOY_TOKEN]" in t and "(exit code: 1)" in t for t in texts)
+    assert any("timed out" in t and "[REDACTED:DEPLOY_TOKEN]" in t for t in texts)
+    # Bash in the same agent does not get a Command's env.
+    assert any("bash sees nothing" in t for t in texts)
+
+    captured: list[str] = [agent_repr, repr(command), repr(command.definition())]
+    for event in [*log, *streamed]:
+        captured += [repr(event), serialization.dumps(event, Event)]
+    for message in history:
+        captured += [repr(message), serialization.dumps(message, Message)]
+    for request in model.requests:
+        captured += [repr(request), serialization.dumps(request)]
+    found = [text for text in captured if ENV_SECRET in text]
+    assert found == []
+    assert len(model.requests) == 4

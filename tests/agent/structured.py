@@ -1,4 +1,4 @@
-"""Schemas, types and agents shared by the structured-output, one-shot and operation tests."""
+"""Schemas, types and agents shared by the structured-output, one-shot, operation and input tests."""
 
 from __future__ import annotations
 

@@ -6,14 +6,14 @@ import json
 
 import pytest
 import trio
-from agent.helpers import Add, assert_consistent, of_type, tool_results
 
 import condukt
 from condukt.events import AgentEnd, Done, Error, ToolCallEnd
 from condukt.messages import AssistantMessage, ToolResultMessage, UserMessage
 from condukt.testing import ScriptedModel, call, reply
 
-from .helpers import BAD, GOOD, REVIEW_SCHEMA, Review, ReviewRecord, Verdict, tool_names
+from ..helpers import Add, assert_consistent, of_type, tool_results
+from ..structured import BAD, GOOD, REVIEW_SCHEMA, Review, ReviewRecord, Verdict, tool_names
 
 
 async def spawn(node: condukt.Node, model: condukt.Model, **options: object) -> condukt.AgentHandle:

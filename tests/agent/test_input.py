@@ -11,7 +11,7 @@ import pytest
 import condukt
 from condukt.testing import ScriptedModel, call, reply
 
-from .helpers import GOOD, REVIEW_SCHEMA, PullRequest, Ticket, first_user_text
+from .structured import GOOD, REVIEW_SCHEMA, PullRequest, Ticket, first_user_text
 
 PR_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -7,13 +7,13 @@ from typing import Any, Literal
 
 import pytest
 import trio
-from agent.helpers import Sleep, tool_results
 
 import condukt
 from condukt.otp import current_node
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
-from .helpers import BAD, REVIEW_SCHEMA, Review, Verdict, tool_names
+from .helpers import Sleep, tool_results
+from .structured import BAD, REVIEW_SCHEMA, Review, Verdict, tool_names
 
 temperatures: list[tuple[str, str]] = []
 

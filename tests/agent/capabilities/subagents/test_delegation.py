@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from agent.helpers import tool_results
 
 import condukt
 from condukt.events import AgentStart, Done, SubagentEvent, TextDelta, ToolCallEnd, ToolCallStart
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
+from ...helpers import tool_results
 from .helpers import Probe, Timeline, delegate, spawn_parent
 
 PR_SCHEMA: dict[str, Any] = {

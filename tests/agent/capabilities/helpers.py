@@ -18,7 +18,6 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from agent.helpers import Recorder
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -28,6 +27,8 @@ from condukt import serialization, telemetry
 from condukt.events import Event
 from condukt.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from condukt.telemetry import otel
+
+from ..helpers import Recorder
 
 #: An agent that logs its events to ``options["log"]`` (the agent suite's helper).
 Logged = Recorder
