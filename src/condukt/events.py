@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, final
 
 import attrs
 
@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 
+@final
 @attrs.frozen
 class AgentStart:
     """A run began. ``session_id`` identifies the agent's conversation, ``run_id`` the run.
@@ -42,6 +43,7 @@ class AgentStart:
     run_id: str = ""
 
 
+@final
 @attrs.frozen
 class TurnStart:
     """A model request is about to be made (turns count from 1)."""
@@ -49,6 +51,7 @@ class TurnStart:
     turn: int
 
 
+@final
 @attrs.frozen
 class TextDelta:
     """A piece of the answer, as it streams in."""
@@ -56,6 +59,7 @@ class TextDelta:
     text: str
 
 
+@final
 @attrs.frozen
 class ThinkingDelta:
     """A piece of the model's reasoning, as it streams in."""
@@ -63,6 +67,7 @@ class ThinkingDelta:
     text: str
 
 
+@final
 @attrs.frozen
 class ToolCallStart:
     """A tool call is about to run."""
@@ -72,6 +77,7 @@ class ToolCallStart:
     arguments: Any
 
 
+@final
 @attrs.frozen
 class ToolCallEnd:
     """A tool call finished; ``result`` is the text the model sees."""
@@ -83,6 +89,7 @@ class ToolCallEnd:
     duration: float
 
 
+@final
 @attrs.frozen
 class ApprovalRequested:
     """A tool call waits for a person: ``agent.approve(call_id)`` or ``agent.deny(call_id, reason)``.
@@ -98,6 +105,7 @@ class ApprovalRequested:
     expires_at: float | None = None
 
 
+@final
 @attrs.frozen
 class ApprovalDecided:
     """A pending approval was decided: approved, denied (``reason`` goes to the model) or expired."""
@@ -108,6 +116,7 @@ class ApprovalDecided:
     reason: str = ""
 
 
+@final
 @attrs.frozen
 class TurnEnd:
     """A turn (model response and its tool calls) completed."""
@@ -116,6 +125,7 @@ class TurnEnd:
     message: AssistantMessage
 
 
+@final
 @attrs.frozen
 class Retry:
     """A model request failed and will be retried after ``delay`` seconds."""
@@ -126,6 +136,7 @@ class Retry:
     delay: float
 
 
+@final
 @attrs.frozen
 class MaxTurnsReached:
     """The run stopped because it used ``max_turns`` model requests."""
@@ -133,6 +144,7 @@ class MaxTurnsReached:
     max_turns: int
 
 
+@final
 @attrs.frozen
 class AgentEnd:
     """A run completed: its final text, summed usage and number of turns."""
@@ -142,6 +154,7 @@ class AgentEnd:
     turns: int
 
 
+@final
 @attrs.frozen
 class Error:
     """A run failed; ``error_type`` is the exception class name."""
@@ -150,6 +163,7 @@ class Error:
     message: str
 
 
+@final
 @attrs.frozen
 class Done:
     """Always the last event of a run."""
@@ -157,6 +171,7 @@ class Done:
     status: Literal["completed", "failed", "aborted", "timeout"]
 
 
+@final
 @attrs.frozen
 class AgentEvent:
     """An event as published to node subscribers: which agent (session id) emitted it."""
@@ -165,6 +180,7 @@ class AgentEvent:
     event: Event
 
 
+@final
 @attrs.frozen
 class SubagentEvent:
     """An event of a sub-agent, forwarded to its parent's stream."""

@@ -299,7 +299,7 @@ class Lifecycle:
                 return
             self._next = None
             if type(job) is not Run:
-                await self._operation_job(job)  # type: ignore[arg-type]
+                await self._operation_job(job)
                 continue
             run: Run = job
             try:

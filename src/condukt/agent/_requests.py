@@ -8,7 +8,7 @@ no capability takes it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, final
 
 import attrs
 import trio
@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 
+@final
 @attrs.define(eq=False)
 class RunRequest:
     """Start a run (or queue it). ``sink`` receives its events; a stream run is answered with its id at once.
@@ -51,6 +52,7 @@ class RunRequest:
     on_event: Any = None
 
 
+@final
 @attrs.frozen
 class AbortRun:
     """Stop a run and wait until it has stopped.
@@ -66,6 +68,7 @@ class AbortRun:
     from_run: bool = False
 
 
+@final
 @attrs.frozen
 class CancelRun:
     """Fire-and-forget abort of one run whose caller went away (running or still queued)."""
@@ -73,6 +76,7 @@ class CancelRun:
     run: RunRequest
 
 
+@final
 @attrs.frozen
 class Steer:
     """Add a user message before the next model request of the active run."""
@@ -80,6 +84,7 @@ class Steer:
     text: str
 
 
+@final
 @attrs.frozen
 class FollowUp:
     """Queue a prompt to run after the current run."""
@@ -87,16 +92,19 @@ class FollowUp:
     text: str
 
 
+@final
 @attrs.frozen
 class GetHistory:
     """Ask for the conversation."""
 
 
+@final
 @attrs.frozen
 class Clear:
     """Forget the conversation (after the runs queued before it)."""
 
 
+@final
 @attrs.frozen
 class Compact:
     """Run the compactor now (after the runs queued before it)."""
@@ -112,6 +120,7 @@ class Routed:
         return NotImplemented
 
 
+@final
 @attrs.frozen
 class Decide(Routed):
     """Approve or deny a tool call waiting for approval (the approvals capability answers)."""
@@ -125,6 +134,7 @@ class Decide(Routed):
         raise UnknownApproval(self.call_id)
 
 
+@final
 @attrs.frozen
 class GetApprovals(Routed):
     """Ask for the tool calls waiting for approval (the approvals capability answers)."""
@@ -134,6 +144,7 @@ class GetApprovals(Routed):
         return ()
 
 
+@final
 @attrs.frozen
 class GetLastResult:
     """Ask for the outcome of the last run that ended."""

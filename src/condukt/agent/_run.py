@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 import trio
 
@@ -46,6 +46,7 @@ class Listeners:
         self.subscribed = self.pubsub.topics
 
 
+@final
 class Run:
     """The state of one run, from the moment the agent accepted it until its ``Done``.
 

@@ -56,7 +56,7 @@ def _display(content: Content) -> str:
     """A tool result as event text: images and documents shown as a placeholder."""
     if len(content) == 1 and type(content[0]) is TextBlock:
         return content[0].text
-    return "".join(b.text if type(b) is TextBlock else _placeholder(b) for b in content)  # type: ignore[arg-type]
+    return "".join(b.text if type(b) is TextBlock else _placeholder(b) for b in content)
 
 
 def _placeholder(block: ImageBlock | DocumentBlock) -> str:
