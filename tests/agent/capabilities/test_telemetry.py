@@ -1,6 +1,6 @@
 """Telemetry end to end: the events real agents emit, and the OpenTelemetry spans they become.
 
-The contract is the table in ``condukt.telemetry``'s module docstring.
+The contract is the table in ``condukt.agent.capabilities.telemetry``'s module docstring.
 Durations are measured on trio's clock, so with ``autojump_clock`` and
 scripted delays they are exact.
 """
