@@ -114,6 +114,7 @@ class AgentState:
             ctx.model = config.resolved_model(ctx.node)
             if once_resolved(ctx, lineup):
                 self.hooks = Hooks(lineup.capabilities)
+                self._compose_scrub()
         except BaseException as exc:
             await self._stop_set_up(set_up, exc)
             raise
