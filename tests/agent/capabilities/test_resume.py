@@ -9,6 +9,7 @@ import pytest
 import trio
 
 import condukt
+from condukt import telemetry
 from condukt.events import AgentEnd, Done, Event
 from condukt.messages import AssistantMessage, ToolResultMessage, UserMessage
 from condukt.providers import ModelRequest
@@ -96,6 +97,18 @@ async def test_an_interrupted_run_resumes_from_its_last_completed_turn(tmp_path:
     # The resumed request carried the completed turns, not the prompt twice.
     resumed = model.requests[-1]
     assert sum(1 for m in resumed.messages if isinstance(m, UserMessage)) == 1
+
+
+async def test_a_resumed_run_emits_its_telemetry(tmp_path: Path) -> None:
+    events: list[telemetry.TelemetryEvent] = []
+    with telemetry.attached(events.append):
+        _, (result, _), _ = await crash_and_collect(tmp_path, 3, resume=True)
+    assert result is not None and result.status == "completed"
+    (stop,) = [e for e in events if e.name == ("condukt", "run", "stop")]  # the killed incarnation never stopped it
+    assert stop.metadata["run_id"] == result.run_id
+    assert stop.measurements["turns"] == 3
+    starts = [e.metadata["run_id"] for e in events if e.name == ("condukt", "run", "start")]
+    assert starts == [result.run_id, result.run_id]  # the run began, then began again where it had stopped
 
 
 async def test_without_resume_the_interrupted_run_does_not_continue(tmp_path: Path) -> None:

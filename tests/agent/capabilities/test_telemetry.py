@@ -143,6 +143,24 @@ async def test_every_run_has_its_own_run_id(
     assert [e.metadata["turn"] for e in the(captured, "llm.start")] == [1, 1]  # counted within each run
 
 
+async def test_agent_start_and_stop_come_in_pairs(autojump_clock: trio.testing.MockClock) -> None:
+    """An agent started with no handler attached emits neither; its runs accepted later are seen."""
+    events: list[telemetry.TelemetryEvent] = []
+    async with condukt.open_node() as node:
+        unobserved = await node.spawn(Reviewer, model=ScriptedModel([reply("one")], name=MODEL))
+        with telemetry.attached(events.append):
+            observed = await node.spawn(Reviewer, model=ScriptedModel([], name=MODEL))
+            ids = {unobserved.session_id: "unobserved", observed.session_id: "observed"}
+            assert await unobserved.run("review") == "one"
+            await unobserved.stop()
+            await observed.stop()
+    assert [(ids[e.metadata["agent_id"]], ".".join(e.name[1:])) for e in events] == [
+        ("observed", "agent.start"),
+        ("unobserved", "run.start"), ("unobserved", "llm.start"), ("unobserved", "llm.stop"), ("unobserved", "run.stop"),
+        ("observed", "agent.stop"),
+    ]  # fmt: skip
+
+
 async def test_a_model_error_is_an_llm_and_a_run_exception(
     autojump_clock: trio.testing.MockClock, captured: Everything
 ) -> None:
