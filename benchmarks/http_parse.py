@@ -39,12 +39,12 @@ import h11
 import httpx
 import trio
 
-from condukt.providers import _transport
-from condukt.providers._http11 import ProtocolError, ResponseReader
+from condukt.providers._http import transport as _transport
+from condukt.providers._http.http11 import ProtocolError, ResponseReader
 from condukt.providers.lowlevel import TrioTransport
 
 # ---------------------------------------------------------------------------- the codec condukt had
-# Copied from src/condukt/providers/_http11.py as of commit bc06eb0, for comparison only.
+# Copied from src/condukt/providers/_http11.py (now _http/http11.py) as of commit bc06eb0, for comparison only.
 
 MAX_HEAD = 64 * 1024
 _MAX_CHUNK_LINE = 4096

@@ -125,7 +125,7 @@ async def codec_rows(url: str) -> list[str]:
     """N = 1,000 with the old hand-written response codec and with httptools, fresh node each, alternating (ABBA)."""
     from http_parse import OldResponseReader
 
-    from condukt.providers import _transport
+    from condukt.providers._http import transport as _transport
 
     today = _transport.ResponseReader
     rows = []
@@ -193,7 +193,7 @@ async def gc_rows(url: str, rounds: int) -> list[str]:
 async def path_rows(url: str, rounds: int) -> list[str]:
     """The providers' request path: through httpx's Request and Response objects (before issue 11's
     second pass) and through ``TrioTransport.exchange`` (today), same node, alternating (ABBA), best of ``rounds``."""
-    from condukt.providers import _http_model
+    from condukt.providers._http import model as _http_model
 
     today = _http_model.TrioTransport
 

@@ -25,7 +25,7 @@ TOP_LEVEL = {
     "AgentError", "Aborted", "Busy", "NotRunning", "RunTimeout", "InvalidInput", "InvalidOutput",
     "NoResultSubmitted", "UnknownOperation",
     # tools and models
-    "Tool", "ToolContext", "ToolError", "tool", "Model", "ModelError", "ModelRequest",
+    "Tool", "ToolContext", "ToolError", "tool", "Model", "ModelError", "ModelRequest", "ModelSettings",
     # subpackages
     "agent", "compaction", "events", "messages", "otp", "providers", "redaction", "sandbox", "schema", "secrets",
     "serialization", "sessions", "telemetry", "testing", "tools",
@@ -62,11 +62,11 @@ SUBPACKAGES = {
     },
     "condukt.providers": {
         "ADAPTIVE", "DEFAULT_FALLBACK_ON", "DEFAULT_MAX_CONCURRENCY", "RETRY_STATUSES", "THINKING_LEVELS",
-        "AnthropicModel", "AuthenticationFailed", "Emit", "EmptyPrompt", "Fallback", "GeminiModel", "HttpSettings",
-        "InvalidRequest", "InvalidResponse", "MissingApiKey", "Model", "ModelError", "ModelFactory", "ModelRefused",
-        "ModelRequest", "OpenAIModel", "OpenAIPreset", "OpenAIResponsesModel", "ProviderError", "ProviderLimits",
+        "AnthropicModel", "AuthenticationFailed", "AzureOpenAIModel", "AzureResponsesModel", "BedrockModel", "CorruptFrame", "Emit", "EmptyPrompt", "Fallback", "GeminiModel", "HttpSettings",
+        "InvalidRequest", "InvalidResponse", "MissingApiKey", "MissingCredentials", "Model", "ModelError", "ModelFactory", "ModelRefused",
+        "ModelRequest", "ModelSettings", "OpenAIModel", "OpenAIPreset", "OpenAIResponsesModel", "Price", "ProviderError", "ProviderLimits",
         "ProviderUnavailable", "RateLimited", "RetryPolicy", "StreamError", "ThinkingLevel", "UnknownProvider",
-        "UnsupportedContent", "configure_http", "lowlevel", "provider_limits", "register_provider",
+        "UnsupportedContent", "UnsupportedSetting", "VertexAnthropicModel", "VertexGeminiModel", "configure_http", "lowlevel", "provider_limits", "register_provider",
         "registered_providers", "resolve_model", "validate_thinking_level",
     },
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
@@ -82,12 +82,20 @@ SUBPACKAGES = {
     "condukt.agent.lowlevel": {"start_run"},
     "condukt.providers.lowlevel": {
         "HttpModel", "PreparedRequest", "RawResponse", "SSEDecoder", "ServerSentEvent", "StreamAssembler", "TrioTransport",
+        "model_settings",
     },
     "condukt.mcp": {
         "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
         "server_for", "sse", "stdio",
     },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
+    "condukt.testing.postgres": {"PostgresNotFound", "PostgresServer", "find_binaries"},
+    "condukt.sessions": {
+        "RUN_STATUSES", "SNAPSHOT_VERSION", "CorruptJournal", "CorruptSnapshot", "DiskStore", "Lease", "LeaseReleased",
+        "LeasingStore", "MemoryStore", "PendingApproval", "PostgresStore", "RunCheckpoint", "RunLog", "SQLiteStore",
+        "SessionOwned", "SessionStore", "Snapshot", "SnapshotError", "StoreNotBound", "StoreUnavailable",
+        "UnsupportedSchema", "UnsupportedSnapshotVersion", "decode", "encode",
+    },
     "condukt.cli": {"JsonPrinter", "Renderer", "app", "main"},
     "condukt.ray": {
         "STREAM_BUFFER", "Cluster", "ClusterHandle", "ClusterMonitor", "ClusterSupervisor", "NodeDown", "NodeInfo",
@@ -159,7 +167,7 @@ PUBLIC_MODULES = [
     "condukt.agent.capabilities", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
+    "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
 ]  # fmt: skip
 
 

@@ -77,7 +77,7 @@ from .otp import (
     current_node,
     open_node,
 )
-from .providers import Model, ModelError, ModelRequest
+from .providers import Model, ModelError, ModelRequest, ModelSettings
 from .tools import Tool, ToolContext, ToolError, tool
 
 __version__ = "0.1.0"
@@ -111,6 +111,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelRequest",
+    "ModelSettings",
     "NameTaken",
     "NoProc",
     "NoResultSubmitted",

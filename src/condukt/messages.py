@@ -237,12 +237,21 @@ ContentBlock = Union[TextBlock, ImageBlock, ThinkingBlock, ToolCall, ProviderBlo
 
 @attrs.frozen
 class Usage:
-    """Token accounting for one response or, summed with ``+``, for a run."""
+    """Token accounting for one response or, summed with ``+``, for a run.
+
+    ``input_tokens`` excludes the prompt tokens read from or written to the
+    provider's cache (``cache_read_tokens``, ``cache_write_tokens``), as
+    Anthropic counts them. ``cost`` is in US dollars, from the model's
+    prices (a maintained price table, or prices given): ``None`` when they
+    are not known, rather than a guess. A sum knows its cost only when
+    every part with tokens did.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cost: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -250,12 +259,28 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            _sum_cost(self, other),
         )
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether any token was counted."""
+        return bool(self.input_tokens or self.output_tokens or self.cache_read_tokens or self.cache_write_tokens)
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
+
+
+def _sum_cost(a: Usage, b: Usage) -> float | None:
+    """The cost of ``a + b``: unknown when a part with tokens has none; an empty part counts nothing."""
+    cost_a, cost_b = a.cost, b.cost
+    if cost_a is not None and cost_b is not None:
+        return cost_a + cost_b
+    if cost_a is None and a.has_tokens or cost_b is None and b.has_tokens:
+        return None
+    return cost_a if cost_b is None else cost_b
 
 
 def _text_of(blocks: tuple[Any, ...]) -> str:

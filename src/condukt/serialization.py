@@ -12,6 +12,7 @@ import re
 from typing import Any, TypeVar
 
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
 
 from . import events as _events
@@ -40,6 +41,10 @@ configure_tagged_union(
 )
 configure_tagged_union(_messages.Message, converter, tag_generator=_tag, tag_name="type")
 configure_tagged_union(_events.Event, converter, tag_generator=_tag, tag_name="type")
+# A usage whose cost is unknown reads as before costs existed.
+converter.register_unstructure_hook(
+    _messages.Usage, make_dict_unstructure_fn(_messages.Usage, converter, cost=override(omit_if_default=True))
+)
 
 
 def unstructure(obj: Any, as_type: Any = None) -> Any:

@@ -9,7 +9,7 @@ import trio
 
 import condukt
 from condukt.providers import ADAPTIVE, OpenAIModel, ProviderLimits, RetryPolicy
-from condukt.providers._limits import ADAPTIVE_START
+from condukt.providers._http.limits import ADAPTIVE_START
 from condukt.testing.server import ProtocolServer, RecordedRequest, Status
 from condukt.testing.server import reply as server_reply
 

@@ -16,7 +16,7 @@ import condukt
 from condukt.messages import AssistantMessage, Citation, ProviderBlock, StopReason, TextBlock, Usage
 from condukt.testing.server import ProtocolServer, Raw, reply
 
-from .helpers import API_KEY, spawn
+from .helpers import API_KEY, spawn, tokens
 
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
 SEARCH_CALL = {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": "trio structured concurrency"}}
@@ -73,7 +73,7 @@ async def test_a_paused_turn_is_sent_back_and_resumed(node: condukt.Node, server
     ]
     [user, answer] = await agent.history()
     assert isinstance(answer, AssistantMessage)
-    assert answer.stop_reason == StopReason.END_TURN and answer.usage == Usage(250, 50)
+    assert answer.stop_reason == StopReason.END_TURN and tokens(answer.usage) == Usage(250, 50)
     kinds = [b.kind for b in answer.content if isinstance(b, ProviderBlock)]
     assert kinds == ["server_tool_use", "web_search_tool_result"]
     [*_, cited] = answer.content
@@ -118,7 +118,7 @@ async def test_a_streamed_pause_and_citations(node: condukt.Node, server: Protoc
     resent = server.requests[1].body["messages"][-1]["content"]
     assert resent[0] == SEARCH_CALL  # the input assembled from its fragments
     [_, answer] = await agent.history()
-    assert answer.usage == Usage(20, 19)
+    assert tokens(answer.usage) == Usage(20, 19)
     assert answer.content[-1].citations[0].url == "https://trio.readthedocs.io"  # type: ignore[union-attr]
 
 

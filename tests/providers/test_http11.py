@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from condukt.providers._http11 import ProtocolError, ResponseReader, encode_request
+from condukt.providers._http.http11 import ProtocolError, ResponseReader, encode_request
 
 
 def read_all(reader: ResponseReader, data: bytes, step: int) -> tuple[int, bytes]:

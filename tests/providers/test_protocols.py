@@ -254,9 +254,11 @@ def without_cache_marks(value: Any) -> Any:
 
 
 async def test_models_resolve_by_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
-    for prefix in ("anthropic", "openai", "openrouter", "groq", "together", "gemini"):
+    keyed = ("anthropic", "openai", "openrouter", "groq", "together", "gemini", "mistral", "xai", "deepseek")
+    for prefix in keyed:
         monkeypatch.setenv(f"{prefix.upper()}_API_KEY", "from-env")
-    models = {prefix: condukt.providers.resolve_model(f"{prefix}:m") for prefix in condukt.providers.registered_providers()}
+    prefixes = (*keyed, "ollama", "vllm", "openai-responses")
+    models = {prefix: condukt.providers.resolve_model(f"{prefix}:m") for prefix in prefixes}
     assert models["anthropic"].base_url == "https://api.anthropic.com"
     assert models["openai"].base_url == "https://api.openai.com/v1"
     assert models["ollama"].base_url == "http://localhost:11434/v1"
@@ -265,6 +267,9 @@ async def test_models_resolve_by_prefix(monkeypatch: pytest.MonkeyPatch) -> None
     assert models["together"].base_url == "https://api.together.xyz/v1"
     assert models["vllm"].base_url == "http://localhost:8000/v1"
     assert models["gemini"].base_url == "https://generativelanguage.googleapis.com"
+    assert models["mistral"].base_url == "https://api.mistral.ai/v1"
+    assert models["xai"].base_url == "https://api.x.ai/v1"
+    assert models["deepseek"].base_url == "https://api.deepseek.com/v1"
     assert all(model.name == f"{prefix}:m" for prefix, model in models.items())
     monkeypatch.setenv("VLLM_BASE_URL", "http://gpu-box:9000/v1")
     assert condukt.providers.resolve_model("vllm:m").base_url == "http://gpu-box:9000/v1"

@@ -20,7 +20,7 @@ import trio
 
 import condukt
 from condukt.providers import HttpSettings, configure_http
-from condukt.providers._proxy import ProxyMap
+from condukt.providers._http.proxy import ProxyMap
 from condukt.providers.lowlevel import TrioTransport
 from condukt.testing.server import ProtocolServer, reply
 

@@ -180,7 +180,7 @@ class _FakeConnection:
 
 async def _readable_at_its_deadline(clock: trio.testing.MockClock) -> _FakeConnection:
     """A connection waiting on a read with a 1 s timeout, filed with a timer, readable when the clock reaches it."""
-    from condukt.providers._read_timer import ReadTimer
+    from condukt.providers._http.read_timer import ReadTimer
 
     timer = ReadTimer()
     conn = _FakeConnection()

@@ -23,7 +23,7 @@ from condukt.providers import (
     RetryPolicy,
     resolve_model,
 )
-from condukt.providers._retry import parse_retry_after, retry_policy
+from condukt.providers._http.retry import parse_retry_after, retry_policy
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:

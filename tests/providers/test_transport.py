@@ -14,7 +14,7 @@ import trustme
 
 import condukt
 from condukt.providers import HttpSettings, configure_http, resolve_model
-from condukt.providers._transport import _Connection
+from condukt.providers._http.transport import _Connection
 from condukt.providers.lowlevel import TrioTransport
 from condukt.testing.server import Fault, ProtocolServer, reply
 

@@ -18,9 +18,10 @@ import trio
 
 import condukt
 from condukt.events import Retry
-from condukt.providers import ProviderUnavailable, _transport
-from condukt.providers._http import node_http
-from condukt.providers._transport import _Connection
+from condukt.providers import ProviderUnavailable
+from condukt.providers._http import transport as _transport
+from condukt.providers._http.node import node_http
+from condukt.providers._http.transport import _Connection
 from condukt.providers.lowlevel import TrioTransport
 from condukt.testing.server import Disconnect, ProtocolServer, anthropic_body, reply
 

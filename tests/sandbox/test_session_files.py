@@ -29,7 +29,7 @@ async def test_a_confined_agent_cannot_touch_another_agents_snapshot(tmp_path: P
     async with condukt.open_node() as node:
         victim = await node.spawn(condukt.Agent, model=model, cwd=tmp_path, session_store=store, id="victim")
         await victim.run("hi")
-    (snapshot,) = (tmp_path / ".condukt" / "sessions").iterdir()
+    snapshot = store.bind(tmp_path).path("victim")
     relative = str(snapshot.relative_to(tmp_path))
     before = snapshot.read_bytes()
     texts = await tool_results(

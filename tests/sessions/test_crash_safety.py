@@ -105,3 +105,37 @@ def test_sqlite_store_survives_sigkill_mid_save(tmp_path: Path) -> None:
         check_kills_mid_save("sqlite", path, store)
     finally:
         store.close()
+
+
+def check_kills_mid_append(kind: str, location: Path, store: SessionStore) -> None:
+    moments = random.Random(f"{kind}-journal-kills")
+    previous = 0
+    for _ in range(ROUNDS):
+        child, first = start_saver(kind, location, "journal")
+        assert first == previous + 1 or first == previous + 2  # resumed from the whole journal
+        trio.run(trio.sleep, moments.uniform(0.0, 0.05))
+        acknowledged = [first, *(int(line) for line in kill(child))]
+
+        async def turns() -> int:
+            snapshot = await store.load(KEY)
+            assert snapshot is not None
+            for i, message in enumerate(snapshot.messages):
+                assert message.text.startswith(f"turn {i} ")
+            return len(snapshot.messages)
+
+        stored = trio.run(turns)
+        assert stored in (acknowledged[-1], acknowledged[-1] + 1)
+        previous = stored
+
+
+def test_disk_store_survives_sigkill_mid_journal_append(tmp_path: Path) -> None:
+    check_kills_mid_append("disk", tmp_path, DiskStore(tmp_path))
+
+
+def test_sqlite_store_survives_sigkill_mid_journal_append(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    store = SQLiteStore(path)
+    try:
+        check_kills_mid_append("sqlite", path, store)
+    finally:
+        store.close()

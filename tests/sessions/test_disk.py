@@ -79,9 +79,9 @@ async def test_awkward_keys_stay_inside_the_root(tmp_path: Path) -> None:
     store = DiskStore(root)
     for key in AWKWARD_KEYS:
         await store.save(key, Snapshot(key, ()))
-    assert sorted(path.name for path in tmp_path.rglob("*")) == sorted(
-        ["deep", "root", *(file_name(key) for key in AWKWARD_KEYS)]
-    )
+    stems = [file_name(key).removesuffix(".json") for key in AWKWARD_KEYS]
+    expected = [f"{stem}{suffix}" for stem in stems for suffix in (".json", ".journal", ".lock")]
+    assert sorted(path.name for path in tmp_path.rglob("*")) == sorted(["deep", "root", *expected])
     assert all(path.is_file() for path in root.iterdir())
 
 
@@ -89,7 +89,7 @@ async def test_no_temporary_files_are_left_behind(tmp_path: Path) -> None:
     store = DiskStore(tmp_path)
     for i in range(5):
         await store.save("k", Snapshot(str(i), ()))
-    assert [path.name for path in tmp_path.iterdir()] == ["k.json"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["k.journal", "k.json", "k.lock"]
 
 
 async def test_version_0_file_migrates(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ async def test_corrupt_file_is_reported_and_never_overwritten(tmp_path: Path) ->
     with pytest.raises(CorruptSnapshot) as info:
         await store.load("k")
     assert str(path) in str(info.value)
-    assert info.value.location == str(path)
+    assert info.value.location == f"{path} (key 'k')"
     with pytest.raises(CorruptSnapshot, match="corrupt"):
         await store.save("k", full_snapshot())
     assert path.read_bytes() == b'{"version": 1, "id": "k", "messages": ['

@@ -9,8 +9,9 @@ import pytest
 import trio
 import trio.lowlevel
 
-from condukt.sessions import DiskStore, SessionStore, SQLiteStore
+from condukt.sessions import SessionStore
 
+from .conftest import close, make_store
 from .helpers import big_snapshot, tag_of
 
 BIG = big_snapshot("big", messages=200, size=50_000)  # 10 MB: tens of milliseconds of work
@@ -36,9 +37,11 @@ async def ticks_during(operation: Callable[[], Awaitable[object]]) -> int:
     return during
 
 
-@pytest.mark.parametrize("kind", ["disk", "sqlite"])
-async def test_the_loop_runs_while_a_big_snapshot_is_saved_and_loaded(tmp_path: Path, kind: str) -> None:
-    store: SessionStore = DiskStore(tmp_path) if kind == "disk" else SQLiteStore(tmp_path / "s.db")
+@pytest.mark.parametrize("kind", ["disk", "sqlite", "postgres"])
+async def test_the_loop_runs_while_a_big_snapshot_is_saved_and_loaded(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    store: SessionStore = await make_store(kind, tmp_path, request)
     await store.load("warm-up")  # opens the database
     # Done on the loop, the work would let the ticker run once or twice
     # (at the checkpoints around it); in a worker thread it runs throughout.
@@ -51,5 +54,4 @@ async def test_the_loop_runs_while_a_big_snapshot_is_saved_and_loaded(tmp_path: 
 
     assert await ticks_during(load) > 20
     assert loaded is not None and tag_of(loaded) == "big"
-    if isinstance(store, SQLiteStore):
-        await store.aclose()
+    await close(store)

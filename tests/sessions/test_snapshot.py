@@ -52,7 +52,7 @@ def test_document_is_one_versioned_ascii_json_object() -> None:
     assert text.isascii()
     doc = json.loads(text)
     assert next(iter(doc)) == "version"
-    assert doc["version"] == SNAPSHOT_VERSION == 2
+    assert doc["version"] == SNAPSHOT_VERSION == 3
     assert doc["run"] is None
     assert set(doc) == {
         "run",

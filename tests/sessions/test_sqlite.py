@@ -47,9 +47,10 @@ async def test_bind_puts_the_database_in_the_agent_cwd_lazily(tmp_path: Path) ->
         ("version", "INTEGER", 0),
         ("data", "TEXT", 0),
         ("updated_at", "REAL", 0),
+        ("seq", "INTEGER", 0),
     ]
-    [(key, version, data, updated_at)] = query(path, "SELECT key, version, data, updated_at FROM sessions")
-    assert (key, version, updated_at) == ("agent-1", SNAPSHOT_VERSION, full_snapshot().updated_at)
+    [(key, version, data, seq)] = query(path, "SELECT key, version, data, seq FROM sessions")
+    assert (key, version, seq) == ("agent-1", SNAPSHOT_VERSION, 1)
     assert isinstance(data, str) and json.loads(data)["id"] == "0190-session"
 
 

@@ -85,6 +85,8 @@ class Agent(AgentServer):
     sandbox: ClassVar[Sandbox | None] = None
     #: Output token cap per response (``None``: the provider's default).
     max_tokens: ClassVar[int | None] = None
+    #: Sampling settings (:class:`~condukt.ModelSettings` or a dict of its fields); a run's override them.
+    model_settings: ClassVar[Any] = None
     #: Invalid ``submit_result`` calls a structured run tolerates before ``InvalidOutput``.
     output_retries: ClassVar[int] = 2
     #: Sub-agents of one agent that may run at the same time.

@@ -12,7 +12,8 @@ from typing import Any
 
 import attrs
 
-from ..providers import Model, ThinkingLevel, resolve_model, validate_thinking_level
+from ..providers import Model, ModelSettings, ThinkingLevel, resolve_model, validate_thinking_level
+from ..providers.lowlevel import model_settings
 from ..redaction import Redactor
 from ..sandbox import Sandbox
 from ._validate import check_bool, check_count, check_mapping, check_seconds, check_str
@@ -116,6 +117,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "sandbox": _instance_of("sandbox", Sandbox, "the condukt.sandbox.Sandbox interface (Local(), Bubblewrap(...))"),
     "max_tokens": lambda v: check_count("max_tokens", v, optional=True),
     "model_options": lambda v: dict(check_mapping("model_options", v) or {}),
+    "model_settings": model_settings,
     "output_retries": lambda v: check_count("output_retries", v, minimum=0),
     "max_concurrent_subagents": lambda v: check_count("max_concurrent_subagents", v),
     "max_queued_runs": lambda v: check_count("max_queued_runs", v, minimum=0),
@@ -152,6 +154,7 @@ CLASS_ATTRIBUTES = frozenset(
         "confine_to_cwd",
         "sandbox",
         "max_tokens",
+        "model_settings",
         "output_retries",
         "max_concurrent_subagents",
         "max_queued_runs",
@@ -191,6 +194,7 @@ class AgentConfig:
     sandbox: Sandbox | None
     max_tokens: int | None
     model_options: Mapping[str, Any]
+    model_settings: ModelSettings | None
     output_retries: int
     max_concurrent_subagents: int
     max_queued_runs: int

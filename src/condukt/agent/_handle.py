@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -15,6 +15,8 @@ from ..events import AgentEnd, Done, Error, Event
 from ..messages import DocumentBlock, ImageBlock, Message
 from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
 from ..otp.lowlevel import send_system, server_of, start_call
+from ..providers import ModelSettings
+from ..providers.lowlevel import model_settings as check_model_settings
 from ..schema import Schema
 from ..tools.read import IMAGE_TYPES
 from ._info import AgentInfo
@@ -104,6 +106,7 @@ def run_request(
     input_schema: Any,
     on_event: Any = None,
     documents: Any = None,
+    settings: Any = None,
 ) -> RunRequest:
     """A checked :class:`RunRequest`: every argument error is raised here, in the caller."""
     # The checks are called only where they have something to check (each call
@@ -129,8 +132,10 @@ def run_request(
     attachments: tuple[ImageBlock | DocumentBlock, ...] = () if images is None else _load_images(images)
     if documents is not None:
         attachments += _load_documents(documents)
-    # Positional, in RunRequest's field order (prompt, attachments, timeout, max_turns, sink, output, on_event).
-    return RunRequest(prompt, attachments, timeout, max_turns, None, schema, on_event)
+    if settings is not None:
+        settings = check_model_settings(settings)
+    # Positional, in RunRequest's field order (prompt, attachments, timeout, max_turns, sink, output, on_event...).
+    return RunRequest(prompt, attachments, timeout, max_turns, None, schema, on_event, settings)
 
 
 class AgentHandle(Handle):
@@ -204,6 +209,7 @@ class AgentHandle(Handle):
         input_schema: Any = None,
         on_event: Callable[[Event], Awaitable[None]] | None = None,
         documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> Any:
         """Run ``prompt`` to completion and return the final text (or structured result).
 
@@ -229,6 +235,10 @@ class AgentHandle(Handle):
         the prompt's text, in that order; a path is read here, in the caller.
         A document type the agent's provider cannot take fails the run with
         :class:`~condukt.providers.UnsupportedContent` before any request.
+        ``model_settings`` (a :class:`~condukt.ModelSettings` or a dict of its
+        fields) overrides the agent's sampling settings for this run; one the
+        provider's protocol cannot take fails the run with
+        :class:`~condukt.providers.UnsupportedSetting` before any request.
 
         If the agent is busy, the run waits its turn behind the runs queued
         before it (OTP mailbox order); ``timeout`` counts from when it
@@ -249,7 +259,9 @@ class AgentHandle(Handle):
         In every case the history holds only completed turns; a run that
         completed none leaves no trace of its prompt in it.
         """
-        request = run_request(prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents)
+        request = run_request(
+            prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents, model_settings
+        )
         refuse_inside_own_run(self, "run()")
         # A cancelled caller starts nothing: an idle agent would start the run
         # right here (``handle_call_now``), where the mailbox skips a withdrawn call.
@@ -272,6 +284,7 @@ class AgentHandle(Handle):
         input: Any = None,
         input_schema: Any = None,
         documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> _StreamContext:
         """Run ``prompt`` and iterate over its events as they happen.
 
@@ -291,7 +304,9 @@ class AgentHandle(Handle):
         :class:`~condukt.CallingSelf` from inside the agent's own run; raises
         :class:`~condukt.CallError` while iterating if the agent crashed.
         """
-        request = run_request(prompt, timeout, max_turns, images, output, input, input_schema, None, documents)
+        request = run_request(
+            prompt, timeout, max_turns, images, output, input, input_schema, None, documents, model_settings
+        )
         refuse_inside_own_run(self, "stream()")
         return _StreamContext(self, request)
 

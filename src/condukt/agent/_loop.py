@@ -212,8 +212,15 @@ def model_request(run: Run) -> ModelRequest:
     """The request for ``run``'s next turn, as the capabilities' ``prepare_request`` hooks make it."""
     ctx = run.context
     config = ctx.config
+    settings = config.model_settings
+    override = run.request.model_settings
+    if override is not None:
+        settings = override if settings is None else settings.merged(override)
+    max_tokens = config.max_tokens
+    if settings is not None and settings.max_tokens is not None:
+        max_tokens = settings.max_tokens
     request = ModelRequest(
-        ctx.system_prompt, tuple(ctx.messages), ctx.tool_definitions, config.thinking_level, config.max_tokens
+        ctx.system_prompt, tuple(ctx.messages), ctx.tool_definitions, config.thinking_level, max_tokens, settings
     )
     for prepare in run.hooks.prepare_request:
         request = prepare(run, request)

@@ -50,6 +50,8 @@ class RunRequest:
     sink: trio.MemorySendChannel[Any] | None = None
     output: Schema[Any] | None = None
     on_event: Any = None
+    #: The run's :class:`~condukt.ModelSettings` (over the agent's), or ``None``.
+    model_settings: Any = None
 
 
 @final

@@ -50,7 +50,8 @@ class Renderer:
     and a spinner while the model or a tool is working are shown live;
     completed pieces are printed for good. Tool calls and their results are
     compact panels; the end of a run prints its token usage, and its cost
-    when ``prices`` (dollars per million input and output tokens) are known.
+    at ``prices`` (dollars per million input and output tokens) when given,
+    else the cost the provider's price table put in the usage, when known.
     Run errors are shown unless ``errors=False``.
     Use it as a context manager around one or more runs; feed it with
     :meth:`handle`.
@@ -200,7 +201,7 @@ class Renderer:
             self._subagent(ev.SubagentEvent(f"{event.role}/{inner.role}", inner.agent_id, inner.event))
 
     def usage_line(self, end: ev.AgentEnd) -> str:
-        """``"2 turns · 30 input + 8 output tokens · $0.0001"`` (the cost only with prices)."""
+        """``"2 turns · 30 input + 8 output tokens · $0.0001"`` (the cost only when known)."""
         usage = end.usage
         turns = f"{end.turns} turn{'s' if end.turns != 1 else ''}"
         line = f"{turns} · {usage.input_tokens} input + {usage.output_tokens} output tokens"
@@ -208,6 +209,8 @@ class Renderer:
             line += f" ({usage.cache_read_tokens} cached)"
         if self.prices is not None:
             line += f" · ${UsageLimits(prices=self.prices).cost(usage):.4f}"
+        elif usage.cost is not None:
+            line += f" · ${usage.cost:.4f}"
         return line
 
 

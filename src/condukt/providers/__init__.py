@@ -1,9 +1,11 @@
 """Model providers: the :class:`Model` interface, the registry, and one module per wire protocol.
 
 Importing this package registers ``anthropic:`` (:mod:`.anthropic`),
-``gemini:`` (:mod:`.gemini`), ``openai-responses:`` (:mod:`.openai_responses`)
-and ``openai:``, ``ollama:``, ``openrouter:``, ``groq:``, ``together:``,
-``vllm:`` (:mod:`.openai`), so ``resolve_model("anthropic:claude-sonnet-4-5")``
+``gemini:`` (:mod:`.gemini`), ``openai-responses:`` (:mod:`.openai_responses`),
+``openai:``, ``ollama:``, ``openrouter:``, ``groq:``, ``together:``,
+``vllm:``, ``mistral:``, ``xai:``, ``deepseek:`` (:mod:`.openai`),
+``azure:`` (:mod:`.azure`), ``vertex:`` and ``vertex-anthropic:``
+(:mod:`.vertex`) and ``bedrock:`` (:mod:`.bedrock`), so ``resolve_model("anthropic:claude-sonnet-4-5")``
 works. All of them send through the node's shared ``httpx.AsyncClient``
 (:func:`configure_http`) under node-wide :class:`ProviderLimits`, retry per
 a :class:`RetryPolicy`, and fail with a :class:`ProviderError` subclass.
@@ -15,20 +17,24 @@ from typing import Any
 from . import lowlevel
 from ._errors import (
     AuthenticationFailed,
+    CorruptFrame,
     EmptyPrompt,
     InvalidRequest,
     InvalidResponse,
     MissingApiKey,
+    MissingCredentials,
     ModelRefused,
     ProviderError,
     ProviderUnavailable,
     RateLimited,
     StreamError,
     UnsupportedContent,
+    UnsupportedSetting,
 )
 from ._fallback import DEFAULT_FALLBACK_ON, Fallback
-from ._http import HttpSettings, configure_http, provider_limits
-from ._limits import ADAPTIVE, DEFAULT_MAX_CONCURRENCY, ProviderLimits
+from ._http.limits import ADAPTIVE, DEFAULT_MAX_CONCURRENCY, ProviderLimits
+from ._http.node import HttpSettings, configure_http, provider_limits
+from ._http.retry import RETRY_STATUSES, RetryPolicy
 from ._model import (
     THINKING_LEVELS,
     Emit,
@@ -38,12 +44,16 @@ from ._model import (
     ThinkingLevel,
     validate_thinking_level,
 )
+from ._prices import Price
 from ._registry import ModelFactory, UnknownProvider, register_provider, registered_providers, resolve_model
-from ._retry import RETRY_STATUSES, RetryPolicy
+from ._settings import ModelSettings
 from .anthropic import AnthropicModel
+from .azure import AzureOpenAIModel, AzureResponsesModel
+from .bedrock import BedrockModel
 from .gemini import GeminiModel
 from .openai import OpenAIModel, OpenAIPreset
 from .openai_responses import OpenAIResponsesModel
+from .vertex import VertexAnthropicModel, VertexGeminiModel
 
 __all__ = [
     "ADAPTIVE",
@@ -53,6 +63,10 @@ __all__ = [
     "THINKING_LEVELS",
     "AnthropicModel",
     "AuthenticationFailed",
+    "AzureOpenAIModel",
+    "AzureResponsesModel",
+    "BedrockModel",
+    "CorruptFrame",
     "Emit",
     "EmptyPrompt",
     "Fallback",
@@ -61,14 +75,17 @@ __all__ = [
     "InvalidRequest",
     "InvalidResponse",
     "MissingApiKey",
+    "MissingCredentials",
     "Model",
     "ModelError",
     "ModelFactory",
     "ModelRefused",
     "ModelRequest",
+    "ModelSettings",
     "OpenAIModel",
     "OpenAIPreset",
     "OpenAIResponsesModel",
+    "Price",
     "ProviderError",
     "ProviderLimits",
     "ProviderUnavailable",
@@ -78,6 +95,9 @@ __all__ = [
     "ThinkingLevel",
     "UnknownProvider",
     "UnsupportedContent",
+    "UnsupportedSetting",
+    "VertexAnthropicModel",
+    "VertexGeminiModel",
     "configure_http",
     "lowlevel",
     "provider_limits",

@@ -16,16 +16,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthenticationFailed",
+    "CorruptFrame",
     "EmptyPrompt",
     "InvalidRequest",
     "InvalidResponse",
     "MissingApiKey",
+    "MissingCredentials",
     "ModelRefused",
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
     "StreamError",
     "UnsupportedContent",
+    "UnsupportedSetting",
 ]
 
 
@@ -33,6 +36,16 @@ class MissingApiKey(ModelError, ValueError):
     """No API key was given and the provider's environment variable is not set.
 
     Raised when the model is resolved (at agent start), never at the first request.
+    """
+
+
+class MissingCredentials(MissingApiKey):
+    """Cloud credentials (AWS, Google Cloud, Azure) could not be found, or expired and could not be renewed.
+
+    The message names what to set (``AWS_ACCESS_KEY_ID`` or ``AWS_PROFILE``,
+    ``GOOGLE_APPLICATION_CREDENTIALS``...), never a secret. Raised at agent
+    start when nothing could be found, or before a request when credentials
+    that were found expired: that request is never sent.
     """
 
 
@@ -113,6 +126,19 @@ class UnsupportedContent(InvalidRequest, ValueError):
     """
 
 
+class UnsupportedSetting(InvalidRequest, ValueError):
+    """A :class:`~condukt.ModelSettings` setting the provider's protocol cannot take (``seed`` on Anthropic's).
+
+    Raised by the model before any request is sent; the message names the
+    protocol and the setting (``setting``). A ``ValueError`` too, as it is a
+    mistake in the caller's settings.
+    """
+
+    def __init__(self, provider: str, message: str, *, setting: str) -> None:
+        super().__init__(provider, message)
+        self.setting = setting
+
+
 class ModelRefused(ProviderError):
     """The model declined to answer, or the provider's content filter withheld the answer.
 
@@ -159,3 +185,14 @@ class StreamError(InvalidResponse):
     """
 
     retryable = True
+
+
+class CorruptFrame(StreamError):
+    """A frame of a binary event stream (AWS's ``application/vnd.amazon.eventstream``) failed its checks.
+
+    Its prelude or message CRC32 does not match, or its lengths are
+    impossible: the bytes were damaged on the way (or the server is not
+    speaking the protocol). Like any :class:`StreamError`, the request is
+    retried only if nothing had been streamed yet.
+    """
+

@@ -10,6 +10,7 @@ import attrs
 from ..events import Event
 from ..messages import AssistantMessage, Message, ToolDefinition
 from ..otp import ConduktError
+from ._settings import ModelSettings
 
 __all__ = [
     "THINKING_LEVELS",
@@ -47,13 +48,18 @@ class ModelError(ConduktError):
 
 @attrs.frozen
 class ModelRequest:
-    """Everything a model needs for one turn."""
+    """Everything a model needs for one turn.
+
+    ``settings`` holds the sampling settings (:class:`~condukt.ModelSettings`)
+    of the agent and the run; its ``max_tokens`` is already in ``max_tokens``.
+    """
 
     system_prompt: str | None
     messages: tuple[Message, ...]
     tools: tuple[ToolDefinition, ...] = ()
     thinking_level: ThinkingLevel = "off"
     max_tokens: int | None = None
+    settings: ModelSettings | None = None
 
 
 @runtime_checkable

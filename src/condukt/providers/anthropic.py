@@ -37,11 +37,12 @@ from ..messages import (
 )
 from ._documents import PDF, note, problem, text_of
 from ._errors import StreamError
-from ._http import DEFAULT_BASE_URLS
-from ._http_model import HttpModel, StreamAssembler, resolve_api_key
+from ._http.keys import resolve_api_key
+from ._http.model import HttpModel, StreamAssembler
+from ._http.node import DEFAULT_BASE_URLS
+from ._http.sse import ServerSentEvent
 from ._model import Emit, ModelRequest
 from ._registry import register_provider
-from ._sse import ServerSentEvent
 from ._wire import (
     WireCache,
     WireError,
@@ -295,6 +296,7 @@ class AnthropicModel(HttpModel):
     """
 
     path = "/v1/messages"
+    protocol = "the Anthropic Messages API"
 
     def __init__(
         self,
@@ -363,7 +365,13 @@ class AnthropicModel(HttpModel):
         return max_tokens, None  # too small a cap to think at all
 
     def encode_head(self, request: ModelRequest) -> bytes:
-        """Model, output cap, stream flag, system prompt, tools and thinking budget."""
+        """Model, output cap, stream flag, system prompt, tools, thinking budget and settings."""
+        head = self.head_fields(request)
+        head.update(self.extra_body)
+        return dumps(head)[:-1] + b',"messages":['  # the messages close the object
+
+    def head_fields(self, request: ModelRequest) -> dict[str, Any]:
+        """The body's fields before ``messages`` (without ``extra_body``), for :meth:`encode_head`."""
         max_tokens, budget = self._token_settings(request)
         head: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
         if self.stream:
@@ -384,8 +392,28 @@ class AnthropicModel(HttpModel):
             head["tools"] = tools
         if budget is not None:
             head["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        head.update(self.extra_body)
-        return dumps(head)[:-1] + b',"messages":['  # the messages close the object
+        settings = request.settings
+        if settings is not None:
+            if settings.temperature is not None:
+                head["temperature"] = settings.temperature
+            if settings.top_p is not None:
+                head["top_p"] = settings.top_p
+            if settings.stop is not None:
+                head["stop_sequences"] = list(settings.stop)
+        return head
+
+    def setting_problem(self, name: str, request: ModelRequest) -> str | None:
+        """No ``seed``; with extended thinking, ``temperature`` 1 only and ``top_p`` from 0.95 (the API's rules)."""
+        if name == "seed":
+            return "the API has no seed setting"
+        if request.thinking_level != "off" and self._token_settings(request)[1] is not None:
+            settings = request.settings
+            assert settings is not None
+            if name == "temperature" and settings.temperature != 1:
+                return "extended thinking (thinking_level other than off) takes no temperature but 1"
+            if name == "top_p" and settings.top_p is not None and settings.top_p < 0.95:
+                return "extended thinking (thinking_level other than off) takes top_p from 0.95 to 1 only"
+        return None
 
     def encode_request(self, request: ModelRequest) -> bytes:
         """The Messages API body: consecutive user-side messages (tool results, steers) merged into one.

@@ -69,11 +69,12 @@ from ..messages import (
 )
 from ._documents import note, problem
 from ._errors import MissingApiKey, StreamError
-from ._http import DEFAULT_BASE_URLS
-from ._http_model import HttpModel, StreamAssembler, resolve_api_key
+from ._http.keys import resolve_api_key
+from ._http.model import HttpModel, StreamAssembler
+from ._http.node import DEFAULT_BASE_URLS
+from ._http.sse import ServerSentEvent
 from ._model import ModelRequest
 from ._registry import register_provider
-from ._sse import ServerSentEvent
 from ._wire import WireCache, WireError, array, check_depth, count, dumps, loads, obj, opt_obj, opt_text, text
 
 __all__ = ["API_VERSION", "FINISH_REASONS", "THINKING_BUDGETS", "GeminiModel", "gemini_model"]
@@ -289,6 +290,7 @@ class GeminiModel(HttpModel):
     """A Gemini model over ``generateContent``. Options: see :class:`~condukt.providers.HttpModel`."""
 
     path = f"/{API_VERSION}/models"
+    protocol = "Gemini generateContent"
 
     def __init__(self, model: str, **options: Any) -> None:
         options.setdefault("provider", "gemini")
@@ -336,6 +338,16 @@ class GeminiModel(HttpModel):
         thinking = self._thinking(request.thinking_level)
         if thinking is not None:
             config["thinkingConfig"] = thinking
+        settings = request.settings
+        if settings is not None:
+            if settings.temperature is not None:
+                config["temperature"] = settings.temperature
+            if settings.top_p is not None:
+                config["topP"] = settings.top_p
+            if settings.stop is not None:
+                config["stopSequences"] = list(settings.stop)
+            if settings.seed is not None:
+                config["seed"] = settings.seed
         if config:
             head["generationConfig"] = config
         head.update(self.extra_body)

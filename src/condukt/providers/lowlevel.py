@@ -8,12 +8,15 @@ response with a :class:`StreamAssembler`. :class:`TrioTransport` is the
 HTTP/1.1 transport the node's shared ``httpx.AsyncClient`` uses; its
 :meth:`~TrioTransport.exchange` returns a :class:`RawResponse` (no httpx objects),
 and :meth:`~TrioTransport.exchange_prepared` does so for a head encoded once
-(a :class:`PreparedRequest`).
+(a :class:`PreparedRequest`). :func:`model_settings` checks a
+``model_settings`` option (``None``, a :class:`~condukt.ModelSettings` or
+a mapping of its fields).
 """
 
-from ._http_model import HttpModel, StreamAssembler
-from ._sse import ServerSentEvent, SSEDecoder
-from ._transport import PreparedRequest, RawResponse, TrioTransport
+from ._http.model import HttpModel, StreamAssembler
+from ._http.sse import ServerSentEvent, SSEDecoder
+from ._http.transport import PreparedRequest, RawResponse, TrioTransport
+from ._settings import model_settings
 
 __all__ = [
     "HttpModel",
@@ -23,4 +26,5 @@ __all__ = [
     "ServerSentEvent",
     "StreamAssembler",
     "TrioTransport",
+    "model_settings",
 ]

@@ -1,9 +1,10 @@
 """OpenAI Chat Completions (``POST {base_url}/chat/completions``) and its compatibles.
 
 ``"openai:<model>"`` plus the presets in :data:`PRESETS`, which differ only
-in base URL, key variable and how they ask for reasoning: ``ollama:``
-(local, no key), ``openrouter:``, ``groq:``, ``together:`` and ``vllm:``
-(local, or any server given as ``base_url``). The key comes from
+in base URL, key variable, how they ask for reasoning and which settings
+they take: ``ollama:`` (local, no key), ``openrouter:``, ``groq:``,
+``together:``, ``vllm:`` (local, or any server given as ``base_url``),
+``mistral:``, ``xai:`` and ``deepseek:`` (docs/providers.md lists their quirks). The key comes from
 ``api_key=`` or the preset's variable (``OPENAI_API_KEY``...), the base URL
 from ``base_url=``, ``<PREFIX>_BASE_URL`` or the preset's default (it
 includes the ``/v1``).
@@ -51,11 +52,12 @@ from ..messages import (
 )
 from ._documents import PDF, attachment_words, data_url, filename, note, problem, text_of
 from ._errors import StreamError
-from ._http import DEFAULT_BASE_URLS
-from ._http_model import HttpModel, StreamAssembler, resolve_api_key
+from ._http.keys import resolve_api_key
+from ._http.model import HttpModel, StreamAssembler
+from ._http.node import DEFAULT_BASE_URLS
+from ._http.sse import ServerSentEvent
 from ._model import ModelRequest
 from ._registry import register_provider
-from ._sse import ServerSentEvent
 from ._wire import (
     WireCache,
     WireError,
@@ -94,7 +96,11 @@ class OpenAIPreset:
     (a top-level field), ``"reasoning"`` (OpenRouter's ``{"reasoning":
     {"effort": ...}}``) or ``None`` (not sent). ``minimal_effort`` is what
     ``minimal`` becomes (only OpenAI knows ``"minimal"``).
-    ``max_tokens_field`` names the output cap field.
+    ``max_tokens_field`` names the output cap field, ``seed_field`` the
+    seed's (``None``: the provider takes no seed), ``stop`` whether it takes
+    stop sequences; ``parallel_tool_calls`` and ``stream_usage`` say whether
+    it accepts those fields (``stream_options.include_usage`` is sent only
+    where it does; usage then comes, or not, as the server decides).
     """
 
     prefix: str
@@ -104,6 +110,9 @@ class OpenAIPreset:
     reasoning: str | None = "reasoning_effort"
     minimal_effort: str = "low"
     max_tokens_field: str = "max_tokens"
+    seed_field: str | None = "seed"
+    stop: bool = True
+    stream_usage: bool = True
 
 
 #: The presets sharing this module, by prefix.
@@ -122,6 +131,20 @@ PRESETS: dict[str, OpenAIPreset] = {
         OpenAIPreset("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
         OpenAIPreset("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY"),
         OpenAIPreset("vllm", "http://localhost:8000/v1", "VLLM_API_KEY", key_required=False),
+        # Mistral: the seed is ``random_seed``; no ``stream_options`` (usage comes in the last chunk anyway);
+        # Magistral models reason without being asked (their reasoning arrives as thinking).
+        OpenAIPreset(
+            "mistral",
+            "https://api.mistral.ai/v1",
+            "MISTRAL_API_KEY",
+            reasoning=None,
+            seed_field="random_seed",
+            stream_usage=False,
+        ),
+        # xAI: reasoning_effort only on grok-3-mini (low/high): not sent from thinking_level.
+        OpenAIPreset("xai", "https://api.x.ai/v1", "XAI_API_KEY", reasoning=None),
+        # DeepSeek: deepseek-reasoner reasons by its model name (reasoning_content), takes no seed.
+        OpenAIPreset("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", reasoning=None, seed_field=None),
     )
 }
 
@@ -266,6 +289,7 @@ class OpenAIModel(HttpModel):
     """
 
     path = "/chat/completions"
+    protocol = "Chat Completions"
 
     def __init__(
         self, model: str, *, preset: OpenAIPreset | None = None, prompt_cache_key: str | None = None, **options: Any
@@ -281,6 +305,15 @@ class OpenAIModel(HttpModel):
         """PDF (a ``file`` part) and UTF-8 ``text/*`` documents (their text) only."""
         return problem(block, needs_text=True)
 
+    def setting_problem(self, name: str, request: ModelRequest) -> str | None:
+        """What the preset does not take (``seed`` on DeepSeek's API...)."""
+        preset = self.preset
+        if name == "seed" and preset.seed_field is None:
+            return f"{preset.prefix}'s API has no seed setting"
+        if name == "stop" and not preset.stop:
+            return f"{preset.prefix}'s API takes no stop sequences"
+        return None
+
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``Authorization: Bearer <key>`` when there is a key."""
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
@@ -291,7 +324,8 @@ class OpenAIModel(HttpModel):
         head: dict[str, Any] = {"model": self.model}
         if self.stream:
             head["stream"] = True
-            head["stream_options"] = {"include_usage": True}
+            if preset.stream_usage:
+                head["stream_options"] = {"include_usage": True}
         max_tokens = request.max_tokens or self.max_tokens
         if max_tokens:
             head[preset.max_tokens_field] = max_tokens
@@ -312,6 +346,16 @@ class OpenAIModel(HttpModel):
                 head["reasoning_effort"] = effort
         if self.prompt_cache_key is not None:
             head["prompt_cache_key"] = self.prompt_cache_key
+        settings = request.settings
+        if settings is not None:
+            if settings.temperature is not None:
+                head["temperature"] = settings.temperature
+            if settings.top_p is not None:
+                head["top_p"] = settings.top_p
+            if settings.stop is not None:
+                head["stop"] = list(settings.stop)
+            if settings.seed is not None and preset.seed_field is not None:
+                head[preset.seed_field] = settings.seed
         head.update(self.extra_body)
         prefix = dumps(head)[:-1] + b',"messages":['
         if request.system_prompt:

@@ -62,11 +62,12 @@ from ..messages import (
 )
 from ._documents import attachment_words, data_url, filename, note, problem
 from ._errors import StreamError
-from ._http import DEFAULT_BASE_URLS
-from ._http_model import HttpModel, StreamAssembler, resolve_api_key
+from ._http.keys import resolve_api_key
+from ._http.model import HttpModel, StreamAssembler
+from ._http.node import DEFAULT_BASE_URLS
+from ._http.sse import ServerSentEvent
 from ._model import ModelRequest
 from ._registry import register_provider
-from ._sse import ServerSentEvent
 from ._wire import WireCache, WireError, array, count, dumps, loads, obj, opt_obj, opt_text, text, tool_arguments
 from .openai import checked_prompt_cache_key
 
@@ -226,6 +227,7 @@ class OpenAIResponsesModel(HttpModel):
     """An OpenAI model over the Responses API. Options: see :class:`~condukt.providers.HttpModel`."""
 
     path = "/responses"
+    protocol = "the OpenAI Responses API"
 
     def __init__(self, model: str, *, prompt_cache_key: str | None = None, **options: Any) -> None:
         options.setdefault("provider", PROVIDER)
@@ -237,6 +239,12 @@ class OpenAIResponsesModel(HttpModel):
     def document_problem(self, block: DocumentBlock) -> str | None:
         """Documents of every media type, as long as their data is base64."""
         return problem(block, needs_text=False, any_type=True)
+
+    def setting_problem(self, name: str, request: ModelRequest) -> str | None:
+        """No ``stop`` and no ``seed``: the Responses API has neither."""
+        if name in ("stop", "seed"):
+            return f"the API has no {name} setting"
+        return None
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """``Authorization: Bearer``."""
@@ -269,6 +277,12 @@ class OpenAIResponsesModel(HttpModel):
             head["include"] = ["reasoning.encrypted_content"]
         if self.prompt_cache_key is not None:
             head["prompt_cache_key"] = self.prompt_cache_key
+        settings = request.settings
+        if settings is not None:
+            if settings.temperature is not None:
+                head["temperature"] = settings.temperature
+            if settings.top_p is not None:
+                head["top_p"] = settings.top_p
         head.update(self.extra_body)
         return dumps(head)[:-1] + b',"input":['
 

@@ -7,14 +7,18 @@ stored as one JSON object, written by the project's one cattrs converter
 
 .. code-block:: json
 
-    {"version": 2, "id": "0190...", "messages": [{"type": "user", ...}],
+    {"version": 3, "id": "0190...", "messages": [{"type": "user", ...}],
      "model": "anthropic:claude-sonnet-4-5", "thinking_level": "off",
      "system_prompt": "You review pull requests.",
      "created_at": 1760000000.0, "updated_at": 1760000042.5, "run": null}
 
 ``run`` is the run that was in progress when the snapshot was saved (a
 :class:`RunCheckpoint`: where its prompt is, its pending approvals and the
-results of its turn in flight), or null; version 1 had no ``run``.
+results of its turn in flight, and the tool calls of that turn that started
+but have no saved result), or null; version 1 had no ``run``, version 2 no
+``run.started``. A journaled store adds ``"journal_seq"`` (the number of
+the last journal entry folded into the document; see
+:mod:`condukt.sessions._journal`), which decoding ignores.
 
 Reading migrates older formats step by step (:data:`MIGRATIONS`, version N to
 N+1 on the raw dict) and refuses newer ones. Changing the format means: bump
@@ -43,12 +47,15 @@ __all__ = [
     "RunCheckpoint",
     "Snapshot",
     "decode",
+    "decode_document",
+    "check_field",
     "encode",
+    "message_json",
     "read_version",
 ]
 
 #: The format version this condukt writes, and the newest it reads.
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 
 
 @attrs.frozen
@@ -77,6 +84,10 @@ def _approvals(approvals: Iterable[PendingApproval]) -> tuple[PendingApproval, .
     return tuple(approvals)
 
 
+def _ids(ids: Iterable[str]) -> tuple[str, ...]:
+    return tuple(ids)
+
+
 @attrs.frozen
 class RunCheckpoint:
     """The run in progress when a snapshot was saved; what a restarted agent resumes.
@@ -86,7 +97,11 @@ class RunCheckpoint:
     flight included). When the history
     ends with an assistant message that called tools (the turn in flight),
     ``results`` holds the results of those calls that had ended and
-    ``approvals`` the calls still waiting for a decision.
+    ``approvals`` the calls still waiting for a decision. ``started`` holds
+    the ids of the calls of that turn that were journaled as started
+    (:meth:`Lease.tool_started <condukt.sessions.Lease.tool_started>`) and
+    have no result in ``results``: calls that may or may not have taken
+    effect when the agent stopped.
     """
 
     run_id: str
@@ -94,6 +109,7 @@ class RunCheckpoint:
     turn: int
     results: tuple[ToolResultMessage, ...] = attrs.field(default=(), converter=_results)
     approvals: tuple[PendingApproval, ...] = attrs.field(default=(), converter=_approvals)
+    started: tuple[str, ...] = attrs.field(default=(), converter=_ids)
 
 
 def _as_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:
@@ -145,8 +161,18 @@ def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
     return migrated
 
 
+def _v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
+    # Version 3 added the run's started tool calls; a version-2 run had none journaled.
+    migrated = dict(doc)
+    run = migrated.get("run")
+    if isinstance(run, dict):
+        migrated["run"] = {**run, "started": run.get("started", [])}
+    migrated["version"] = 3
+    return migrated
+
+
 #: ``MIGRATIONS[n]`` turns a raw version-``n`` document into a version-``n+1`` one.
-MIGRATIONS: Mapping[int, Migration] = {0: _v0_to_v1, 1: _v1_to_v2}
+MIGRATIONS: Mapping[int, Migration] = {0: _v0_to_v1, 1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def encode(snapshot: Snapshot) -> str:
@@ -170,7 +196,7 @@ def encode(snapshot: Snapshot) -> str:
     }
     # Messages are immutable: each is encoded once and reused by every later
     # save, so a save costs what is new plus a join, not the whole history.
-    messages = ",".join(_message_json(message) for message in snapshot.messages)
+    messages = ",".join(message_json(message) for message in snapshot.messages)
     return f'{json.dumps(head, ensure_ascii=True, separators=(",", ":"))[:-1]},"messages":[{messages}]}}'
 
 
@@ -186,7 +212,7 @@ def _forget(key: int) -> Callable[[weakref.ref[Any]], None]:
     return drop
 
 
-def _message_json(message: Message) -> str:
+def message_json(message: Message) -> str:
     """The JSON of one message, cached by identity for as long as the message lives."""
     key = id(message)
     entry = _encoded.get(key)
@@ -226,6 +252,11 @@ def decode(text: str | bytes, location: str = "<snapshot>") -> Snapshot:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise CorruptSnapshot(location, f"not valid JSON: {exc}") from exc
+    return decode_document(doc, location)
+
+
+def decode_document(doc: Any, location: str = "<snapshot>") -> Snapshot:
+    """As :func:`decode`, for a document already parsed from JSON (not modified)."""
     version = read_version(doc, location)
     if version > SNAPSHOT_VERSION:
         raise UnsupportedSnapshotVersion(version, SNAPSHOT_VERSION, location)
@@ -265,6 +296,12 @@ def _check_fields(doc: dict[str, Any], location: str) -> None:
     for name in _REQUIRED:
         if name not in doc:
             raise CorruptSnapshot(location, f"missing field {name!r}")
-    for name, types in _FIELD_TYPES.items():
-        if name in doc and (not isinstance(doc[name], types) or isinstance(doc[name], bool)):
+    for name in _FIELD_TYPES:
+        if name in doc and not check_field(name, doc[name]):
             raise CorruptSnapshot(location, f"field {name!r} has the wrong type: {doc[name]!r:.80}")
+
+
+def check_field(name: str, value: Any) -> bool:
+    """Whether ``value`` has the JSON type of the top-level snapshot field ``name``."""
+    types = _FIELD_TYPES.get(name)
+    return types is not None and isinstance(value, types) and not isinstance(value, bool)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ._snapshot import Snapshot
 
-__all__ = ["SessionStore"]
+if TYPE_CHECKING:
+    from ._engine import Lease, RunLog
+
+__all__ = ["LeasingStore", "SessionStore"]
 
 
 @runtime_checkable
@@ -17,7 +20,7 @@ class SessionStore(Protocol):
     Keys are arbitrary strings; a store keeps one snapshot per key. All three
     operations may be called concurrently from several tasks (and agents);
     operations on one key happen in the order they were called. A store that
-    does I/O runs it in worker threads, so the trio loop is never blocked.
+    does I/O never blocks the trio loop (worker threads, or non-blocking I/O).
     """
 
     def bind(self, cwd: Path) -> SessionStore:
@@ -59,4 +62,30 @@ class SessionStore(Protocol):
         agent process stopping cancels it; a cancelled delete must leave the
         data wholly there or wholly gone.
         """
+        ...
+
+
+@runtime_checkable
+class LeasingStore(SessionStore, Protocol):
+    """A store that gives one owner per key: what the shipped stores add to :class:`SessionStore`.
+
+    ``acquire`` returns a :class:`~condukt.sessions.Lease` (writes through it
+    are fenced; see ``docs/sessions.md``, "Ownership"); ``read_run`` reads a
+    run's event log without a lease.
+    """
+
+    @property
+    def lease_ttl(self) -> float:
+        """Seconds of silence after which a node's leases may be taken over."""
+        ...
+
+    async def acquire(self, key: str, *, owner: str | None = None, wait: float = 0.0) -> Lease:
+        """Own ``key``; raises :class:`~condukt.sessions.SessionOwned` when a live owner holds it.
+
+        Cancelled before the store answered, no lease is held.
+        """
+        ...
+
+    async def read_run(self, key: str, run_id: str, *, after: int = -1) -> RunLog | None:
+        """The event log of a run of ``key``, or None. Cancelled, it raises ``trio.Cancelled``."""
         ...

@@ -26,6 +26,7 @@ the events to begin with.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -68,6 +69,8 @@ ERROR_TYPE = "error.type"
 RUN_ID = "condukt.run.id"
 RUN_TURNS = "condukt.run.turns"
 TURN = "condukt.turn"
+#: US dollars, when the usage's cost is known (no GenAI convention names one yet).
+USAGE_COST = "condukt.usage.cost"
 
 #: ``error.type`` of a tool that raised :class:`condukt.ToolError` (reported to
 #: the model; the run went on).
@@ -232,6 +235,7 @@ class OpenTelemetryHandler:
                         USAGE_CACHE_READ_TOKENS: run.cache_read_tokens if cache_read is None else cache_read,
                         USAGE_CACHE_WRITE_TOKENS: run.cache_write_tokens if cache_write is None else cache_write,
                         RUN_TURNS: _int(measurements.get("turns")),
+                        USAGE_COST: _float(measurements.get("cost")),
                     }
                 )
             )
@@ -286,6 +290,7 @@ class OpenTelemetryHandler:
                     USAGE_CACHE_READ_TOKENS: cache_read,
                     USAGE_CACHE_WRITE_TOKENS: cache_write,
                     RESPONSE_FINISH_REASONS: None if stop_reason is None else (stop_reason,),
+                    USAGE_COST: _float(measurements.get("cost")),
                 }
             )
         )
@@ -474,6 +479,13 @@ def _str(value: Any) -> str | None:
     if value is None:
         return None
     return value if isinstance(value, str) else str(value)
+
+
+def _float(value: Any) -> float | None:
+    """A finite number as a float; ``None`` for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _int(value: Any) -> int | None:

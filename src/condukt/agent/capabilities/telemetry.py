@@ -49,6 +49,9 @@ name                                      measurements                          
 - ``input_tokens`` excludes the prompt tokens read from the provider's cache
   (``cache_read_tokens``, billed at the cache-read rate) and written to it
   (``cache_write_tokens``), as :class:`condukt.messages.Usage` counts them.
+- ``run`` "stop"/"exception" and ``llm`` "stop" also carry ``cost`` (US
+  dollars, a float) when the usage's cost is known (a model the
+  ``genai-prices`` table or given ``prices`` price); it is absent otherwise.
 - ``agent_id`` is the agent's session id; ``agent`` its class name; ``model``
   the ``"provider:model"`` name; ``provider`` the provider prefix; ``run_id`` a
   string unique per run; ``turn`` an int counted from 1 within the run.
@@ -271,6 +274,8 @@ class Telemetry(Builtin):
             "cache_write_tokens": run.usage.cache_write_tokens,
             "turns": run.turn,
         }
+        if run.usage.cost is not None:
+            measurements["cost"] = run.usage.cost
         meta = self._run_meta(run)
         if failure is None:
             emit(("condukt", "run", "stop"), measurements, meta)
@@ -297,17 +302,17 @@ class Telemetry(Builtin):
             failed = {**meta, **_error(self.ctx, error)}
             emit(("condukt", "llm", "exception"), {"duration": duration}, failed)
             return
-        emit(
-            ("condukt", "llm", "stop"),
-            {
-                "duration": duration,
-                "input_tokens": message.usage.input_tokens,
-                "output_tokens": message.usage.output_tokens,
-                "cache_read_tokens": message.usage.cache_read_tokens,
-                "cache_write_tokens": message.usage.cache_write_tokens,
-            },
-            {**meta, "stop_reason": message.stop_reason},
-        )
+        usage = message.usage
+        measurements: dict[str, float] = {
+            "duration": duration,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        }
+        if usage.cost is not None:
+            measurements["cost"] = usage.cost
+        emit(("condukt", "llm", "stop"), measurements, {**meta, "stop_reason": message.stop_reason})
 
     def _tool_meta(self, run: Run, call: ToolCall) -> dict[str, Any]:
         return {**self._run_meta(run), "turn": run.turn, "tool": call.name, "tool_call_id": call.id}

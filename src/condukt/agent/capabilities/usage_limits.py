@@ -25,8 +25,8 @@ class UsageLimitExceeded(AgentError):
     keeps the run's completed turns, as after an abort.
     """
 
-    def __init__(self, limit: str, allowed: float, used: float, per: str = "run") -> None:
-        super().__init__(f"usage limit {limit}={allowed:g} reached: the {per} used {used:g}")
+    def __init__(self, limit: str, allowed: float, used: float, per: str = "run", reason: str | None = None) -> None:
+        super().__init__(reason or f"usage limit {limit}={allowed:g} reached: the {per} used {used:g}")
         self.limit = limit
         self.allowed = allowed
         self.used = used
@@ -42,8 +42,13 @@ class UsageLimits(Capability):
     ``max_input_tokens``, ``max_output_tokens``, ``max_total_tokens`` or
     ``max_cost``, the run fails with :class:`UsageLimitExceeded`; at
     ``max_requests`` it fails if the model still wants another turn (it asked
-    for tools). ``max_cost`` needs ``prices``: dollars per million
-    ``(input, output)`` tokens; cache reads count as input.
+    for tools). ``max_cost`` (US dollars) counts the ``cost`` the provider
+    put in each answer's usage (from the ``genai-prices`` table, the
+    ``[prices]`` extra, or the model's ``prices=`` option); ``prices``
+    (dollars per million ``(input, output)`` tokens; cache reads and writes
+    count as input) replaces it. An answer whose cost is unknown (a model
+    no table knows, without ``prices``) fails a run that has ``max_cost``
+    with :class:`UsageLimitExceeded` saying so, rather than spending blind.
     ``max_tool_calls`` is checked when a response asks for tools: calls that
     would go over it never run (that response is dropped, the run fails).
     ``max_duration`` (seconds) bounds the time the run spends, model
@@ -87,8 +92,6 @@ class UsageLimits(Capability):
         if max_cost is not None:
             if isinstance(max_cost, bool) or not isinstance(max_cost, (int, float)) or not max_cost > 0:
                 raise ValueError(f"max_cost must be a positive number or None, got {max_cost!r}")
-            if prices is None:
-                raise ValueError("max_cost needs prices=(input, output) in dollars per million tokens")
         if prices is not None:
             if (
                 not isinstance(prices, tuple)
@@ -113,9 +116,11 @@ class UsageLimits(Capability):
         self.prices = prices
 
     def cost(self, usage: Usage) -> float:
-        """Dollars for ``usage`` at ``prices`` (0 without prices)."""
+        """Dollars for ``usage``: at ``prices`` when given, else its own ``cost`` (NaN when that is unknown)."""
         if self.prices is None:
-            return 0.0
+            if usage.cost is not None:
+                return usage.cost
+            return math.nan if usage.has_tokens else 0.0
         input_price, output_price = self.prices
         inputs = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         return (inputs * input_price + usage.output_tokens * output_price) / 1_000_000
@@ -145,6 +150,16 @@ class UsageLimits(Capability):
             allowed = getattr(self, name)
             if allowed is not None and used[name] > allowed:
                 raise UsageLimitExceeded(name, allowed, used[name], self.per)
+        if self.max_cost is not None and math.isnan(used["max_cost"]):
+            raise UsageLimitExceeded(
+                "max_cost",
+                self.max_cost,
+                used["max_cost"],
+                self.per,
+                f"usage limit max_cost={self.max_cost:g} cannot be checked: the cost of the model's answers is unknown"
+                " (no price for the model: install condukt[prices] for the genai-prices table, or give"
+                " UsageLimits(prices=(input, output)) or the model option prices=...)",
+            )
 
     async def wrap_model_request(self, run: Run, request: ModelRequest, send: SendRequest) -> AssistantMessage:
         """Refuse a request the budget cannot pay for; bound it by the time left; count the tool calls it asks for.

@@ -15,8 +15,8 @@ from typing import Any
 import attrs
 import httpx
 
-from ._limits import ProviderLimits
-from ._transport import TrioTransport
+from .limits import ProviderLimits
+from .transport import TrioTransport
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -100,7 +100,7 @@ class HttpSettings:
                 proxy=self.proxy,
                 trust_env=self.trust_env,
             )
-        from .. import __version__  # here: the package is still importing this module at import time
+        from ... import __version__  # here: the package is still importing this module at import time
 
         client = httpx.AsyncClient(
             transport=transport,

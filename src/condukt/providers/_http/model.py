@@ -1,4 +1,4 @@
-"""What every HTTP provider shares: keys, the request loop, retries, limits, errors.
+"""What every HTTP provider shares: the request loop, retries, limits, decoding, errors.
 
 A protocol module (:mod:`~condukt.providers.anthropic`,
 :mod:`~condukt.providers.openai`) subclasses :class:`HttpModel` and supplies
@@ -11,37 +11,45 @@ from __future__ import annotations
 
 import abc
 import logging
-import os
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
+import attrs
 import httpx
 import trio
 
-from ..events import Event, Retry, TextDelta, ThinkingDelta
-from ..messages import AssistantMessage, DocumentBlock, StopReason, TextBlock, ThinkingBlock, UserMessage
-from ..otp import current_node
-from ._errors import (
-    AuthenticationFailed,
+from ...events import Event, Retry, TextDelta, ThinkingDelta
+from ...messages import AssistantMessage, DocumentBlock, StopReason, TextBlock, ThinkingBlock, UserMessage
+from ...otp import current_node
+from .._errors import (
     EmptyPrompt,
-    InvalidRequest,
     InvalidResponse,
-    MissingApiKey,
     ModelRefused,
     ProviderError,
     ProviderUnavailable,
     RateLimited,
     StreamError,
     UnsupportedContent,
+    UnsupportedSetting,
 )
-from ._http import DEFAULT_BASE_URLS, NodeHttp, endpoint_name, node_http
-from ._model import Emit, ModelRequest
-from ._retry import RETRY_STATUSES, RetryPolicy, parse_retry_after, retry_policy
-from ._sse import ServerSentEvent, SSEDecoder
-from ._transport import PreparedRequest, TrioTransport
-from ._wire import WireError, loads
+from .._model import Emit, ModelRequest
+from .._prices import Price, cached_price, lookup_price, price_option
+from .._wire import WireError, loads
+from .errors import error_details, error_for_type
+from .node import DEFAULT_BASE_URLS, NodeHttp, endpoint_name, node_http
+from .retry import RetryPolicy, parse_retry_after, retry_policy
+from .sse import ServerSentEvent, SSEDecoder
+from .transport import PreparedRequest, TrioTransport
 
-__all__ = ["HttpModel", "StreamAssembler", "error_details", "error_for_type", "resolve_api_key"]
+__all__ = ["HttpModel", "StreamAssembler", "StreamDecoder"]
+
+
+class StreamDecoder(Protocol):
+    """Cuts a streamed body into events: ``feed(chunk)`` returns the events ``chunk`` completes."""
+
+    def feed(self, chunk: bytes) -> Sequence[Any]:
+        """The events completed by ``chunk`` (which may end anywhere)."""
+        ...
 
 logger = logging.getLogger("condukt.providers")
 
@@ -62,220 +70,6 @@ def _has_prompt(message: Any) -> bool:
         return True
     # An image or a document is something to answer, even without text.
     return any(type(block) is not TextBlock or block.text.strip() for block in message.content)
-
-
-def resolve_api_key(provider: str, api_key: str | None, env_var: str | None, *, required: bool = True) -> str | None:
-    """``api_key``, else the environment variable ``env_var``; :class:`MissingApiKey` if required and neither is set.
-
-    A key that cannot go into an HTTP header (control characters such as a
-    trailing newline pasted with it, non-ASCII characters) raises
-    ``ValueError`` here, at agent start, rather than failing every request.
-    The message never shows the key.
-    """
-    if api_key:
-        return _checked_key(provider, api_key, "api_key")
-    if env_var:
-        value = os.environ.get(env_var)
-        if value:
-            return _checked_key(provider, value, env_var)
-    if required:
-        where = f"set {env_var} or " if env_var else ""
-        raise MissingApiKey(f"{provider}: no API key: {where}pass api_key=... when starting the agent")
-    return None
-
-
-def _checked_key(provider: str, key: str, source: str) -> str:
-    if not isinstance(key, str):
-        raise TypeError(f"{provider}: {source} must be a str, got {type(key).__name__}")
-    if not key.isascii() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
-        raise ValueError(
-            f"{provider}: the API key from {source} contains control or non-ASCII characters"
-            " (a pasted newline?); it cannot be sent in an HTTP header"
-        )
-    if key != key.strip():
-        raise ValueError(f"{provider}: the API key from {source} has leading or trailing spaces")
-    return key
-
-
-#: Error ``type``/``code`` names, lower-cased, as Anthropic, OpenAI and the
-#: compatible servers (LiteLLM and vLLM send exception class names, Ollama
-#: OpenAI's) spell them; the HTTP status, when there is one, comes first.
-_QUOTA_KINDS = frozenset({"insufficient_quota", "billing_error", "billing_hard_limit_reached", "quota_exceeded"})
-_RATE_KINDS = frozenset(
-    {"rate_limit_error", "rate_limit_exceeded", "ratelimiterror", "rate_limited", "too_many_requests"}
-)
-_AUTH_KINDS = frozenset(
-    {
-        "authentication_error",
-        "permission_error",
-        "invalid_api_key",
-        "authenticationerror",
-        "permissiondeniederror",
-        "unauthorized",
-        "forbidden",
-        # Google's status names, and the ErrorInfo reason of a bad key (sent with a 400).
-        "unauthenticated",
-        "permission_denied",
-        "api_key_invalid",
-    }
-)
-_UNAVAILABLE_KINDS = frozenset(
-    {
-        "overloaded_error",
-        "api_error",
-        "server_error",
-        "timeout_error",
-        "internal_server_error",
-        "internalservererror",
-        "serviceunavailableerror",
-        "service_unavailable",
-        "apiconnectionerror",
-        "apitimeouterror",
-        "timeout",
-        "overloaded",
-        "internal",
-        "unavailable",
-        "deadline_exceeded",
-    }
-)
-_INVALID_KINDS = frozenset(
-    {
-        "invalid_request_error",
-        "not_found_error",
-        "request_too_large",
-        "context_length_exceeded",
-        "model_not_found",
-        "badrequesterror",
-        "notfounderror",
-        "unprocessableentityerror",
-        "contextwindowexceedederror",
-        "invalid_argument",
-        "failed_precondition",
-        "not_found",
-    }
-)
-
-
-def _status_of(code: Any) -> int | None:
-    """An error ``code`` that is an HTTP status (``503``, ``"429"``), else ``None``."""
-    if type(code) is str and code.isdigit() and len(code) == 3:
-        code = int(code)
-    if type(code) is int and 400 <= code <= 599:
-        return code
-    return None
-
-
-def error_for_type(
-    provider: str,
-    error_type: str | None,
-    message: str,
-    *,
-    status_code: int | None = None,
-    request_id: str | None = None,
-    retry_after: float | None = None,
-    code: Any = None,
-) -> ProviderError:
-    """The typed error for a provider's error ``error_type``, ``code`` and/or HTTP ``status_code``.
-
-    The HTTP status decides, then a numeric ``code`` (an error inside a
-    stream has no status of its own: OpenRouter and LiteLLM put one there),
-    then the ``type`` and a textual ``code``. An exhausted quota is never
-    retried, whatever the status (OpenAI sends it as a 429).
-    """
-    kinds = {(error_type or "").lower()}
-    if type(code) is str:
-        kinds.add(code.lower())
-    status = status_code if status_code is not None else _status_of(code)
-    cls: type[ProviderError]
-    if kinds & _QUOTA_KINDS:
-        cls = ProviderError
-    elif status == 429 or kinds & _RATE_KINDS or any("rate_limit" in kind for kind in kinds) or (
-        "resource_exhausted" in kinds
-    ):
-        cls = RateLimited
-    elif status in (401, 403) or status in (None, 400) and kinds & _AUTH_KINDS:
-        cls = AuthenticationFailed
-    elif status is not None:
-        if status in RETRY_STATUSES or status >= 500 and kinds & _UNAVAILABLE_KINDS:
-            cls = ProviderUnavailable
-        elif 400 <= status < 500:
-            cls = InvalidRequest
-        else:
-            cls = ProviderError
-    elif kinds & _UNAVAILABLE_KINDS:
-        cls = ProviderUnavailable
-    elif kinds & _INVALID_KINDS:
-        cls = InvalidRequest
-    else:
-        cls = ProviderError
-    return cls(
-        provider,
-        message,
-        status_code=status_code,
-        error_type=error_type,
-        request_id=request_id,
-        retry_after=retry_after,
-    )
-
-
-def _scalar(value: Any) -> str | None:
-    """A string, number or bool as text; ``None`` for anything else (no ``str()`` of deep JSON)."""
-    if type(value) is str:
-        return value
-    if type(value) in (int, float, bool):
-        return str(value) if type(value) is not int or value.bit_length() < 64 else None
-    return None
-
-
-def _google_reason(details: Any) -> str | None:
-    """The ``reason`` of the first ``google.rpc.ErrorInfo`` in a Google error's ``details``."""
-    if type(details) is not list:
-        return None
-    for detail in details[:8]:
-        if type(detail) is dict and str(detail.get("@type", "")).endswith("google.rpc.ErrorInfo"):
-            reason = detail.get("reason")
-            if type(reason) is str and reason:
-                return reason
-    return None
-
-
-def error_details(payload: Any) -> tuple[str | None, Any, str | None]:
-    """``(type, code, message)`` from a provider's error body, whichever of the usual shapes it has.
-
-    Anthropic: ``{"type": "error", "error": {"type", "message"}}``; OpenAI and
-    compatibles: ``{"error": {"message", "type", "code"}}``; vLLM before
-    0.9: the same fields at the top level (``"object": "error"``); others
-    put a string in ``error``, ``message`` or ``detail``; Google (Gemini):
-    ``{"error": {"code": 429, "message", "status": "RESOURCE_EXHAUSTED",
-    "details": [...]}}``, whose ``status`` is taken as the type, or the
-    ``reason`` of an ``ErrorInfo`` detail when there is one (a bad key is a
-    400 with the reason ``API_KEY_INVALID``). Total: any JSON value gives a
-    (possibly empty) answer. ``code`` is an ``int`` or ``str``.
-    """
-    if type(payload) is not dict:
-        return None, None, None
-    error = payload.get("error")
-    if type(error) is not dict:
-        if error is not None:
-            return None, None, _scalar(error)
-        if payload.get("object") != "error":
-            for key in ("message", "detail"):
-                message = _scalar(payload.get(key))
-                if message is not None:
-                    return None, None, message
-            return None, None, None
-        error = payload
-    kind = _scalar(error.get("type"))
-    if kind in ("", "None", "null"):  # LiteLLM spells a missing type "None"
-        kind = None
-    code = error.get("code")
-    if type(code) not in (int, str) or type(code) is int and code.bit_length() > 16:
-        code = None
-    if kind is None and type(code) is str and not code.isdigit() and code:
-        kind = code
-    if kind is None:
-        kind = _google_reason(error.get("details")) or _scalar(error.get("status"))
-    return kind, code, _scalar(error.get("message"))
 
 
 class StreamAssembler(abc.ABC):
@@ -347,8 +141,11 @@ class HttpModel(abc.ABC):
     provider endpoint; given here they reconfigure them), ``timeout``
     (seconds to connect and between two chunks of the response),
     ``max_tokens`` (default output cap), ``headers`` (extra request
-    headers), ``extra_body`` (extra top-level request fields) and
-    ``http_client`` (an ``httpx.AsyncClient`` to use instead of the node's).
+    headers), ``extra_body`` (extra top-level request fields),
+    ``http_client`` (an ``httpx.AsyncClient`` to use instead of the node's)
+    and ``prices`` (a :class:`~condukt.providers.Price` or ``(input,
+    output)`` dollars per million tokens for ``Usage.cost``; by default the
+    ``genai-prices`` table's, when installed; ``False``: no cost).
 
     ``complete`` retries what is worth retrying (see
     :class:`~condukt.providers.RetryPolicy`) as long as nothing was streamed
@@ -365,6 +162,8 @@ class HttpModel(abc.ABC):
 
     #: The endpoint path appended to the base URL.
     path: ClassVar[str]
+    #: The protocol's name, as errors about what it cannot carry say it.
+    protocol: ClassVar[str] = "this protocol"
 
     def __init__(
         self,
@@ -384,6 +183,7 @@ class HttpModel(abc.ABC):
         max_tokens: int | None = None,
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        prices: Any = None,
     ) -> None:
         if not model:
             raise ValueError(f"{provider}: empty model name")
@@ -400,6 +200,8 @@ class HttpModel(abc.ABC):
         self.retry: RetryPolicy = retry_policy(retry)
         self.max_tokens = max_tokens
         self.extra_body: dict[str, Any] = dict(extra_body or {})
+        #: The prices responses are costed at: given, ``None`` (the ``genai-prices`` table) or ``False`` (none).
+        self.prices = price_option(prices)
         self._api_key = api_key
         if node is None:
             node = current_node()
@@ -423,7 +225,7 @@ class HttpModel(abc.ABC):
         request_headers = {"content-type": "application/json", "accept": "application/json"}
         request_headers.update(self.auth_headers(api_key))
         if stream:
-            request_headers["accept"] = "text/event-stream"
+            request_headers["accept"] = self.stream_content_type.decode("ascii")
         request_headers.update(headers or {})
         self._headers = httpx.Headers(request_headers)
         self._raw: list[tuple[bytes, bytes]] | None = None
@@ -453,6 +255,59 @@ class HttpModel(abc.ABC):
         from another provider), so the conversation is never stuck on it.
         """
         return None
+
+    #: Whether each request carries headers made for it (:meth:`request_headers`).
+    signs_requests: bool = False
+
+    async def request_headers(self, body: bytes) -> Sequence[tuple[bytes, bytes]]:
+        """Headers made for one request with ``body``: a signature, a token that expires (the default: none).
+
+        Called before each attempt when :attr:`signs_requests` is set, before
+        the request takes a slot of the endpoint's limits. It may wait (a
+        credential refresh in a worker thread); cancelling it cancels the
+        request before anything is sent. It raises
+        :class:`~condukt.providers.MissingCredentials` when no credentials can
+        be had: the request is not sent.
+        """
+        return ()
+
+    #: The content type of a streamed response (the default: server-sent events).
+    stream_content_type: ClassVar[bytes] = b"text/event-stream"
+
+    def stream_decoder(self) -> StreamDecoder:
+        """A fresh decoder for one streamed body: :class:`SSEDecoder` unless the protocol frames it otherwise.
+
+        Its ``feed(chunk)`` returns the events ``chunk`` completes, each given
+        to the assembler's ``take``; it raises a
+        :class:`~condukt.providers.StreamError` for bytes that are not the framing.
+        """
+        return SSEDecoder()
+
+    def describe_error(self, payload: Any, headers: httpx.Headers) -> tuple[str | None, Any, str | None]:
+        """``(type, code, message)`` of an error response: its decoded JSON ``payload`` (any value) and its headers.
+
+        The default reads the usual body shapes (:func:`error_details`); a
+        protocol whose error type travels in a header overrides it.
+        """
+        return error_details(payload)
+
+    def setting_problem(self, name: str, request: ModelRequest) -> str | None:
+        """Why this protocol cannot take the :class:`~condukt.ModelSettings` setting ``name`` for ``request``;
+        ``None`` when it can (the default: every setting).
+
+        :meth:`complete` raises :class:`~condukt.providers.UnsupportedSetting`
+        with this reason before any request.
+        """
+        return None
+
+    def _check_settings(self, request: ModelRequest) -> None:
+        settings = request.settings
+        if settings is None:
+            return
+        for name in settings.given():
+            reason = self.setting_problem(name, request)
+            if reason is not None:
+                raise UnsupportedSetting(self.provider, f"{self.protocol}: {reason}", setting=name)
 
     def _check_documents(self, message: UserMessage) -> None:
         for block in message.content:
@@ -534,7 +389,7 @@ class HttpModel(abc.ABC):
         What :meth:`complete` does with a streamed body, minus the network:
         raises a :class:`ProviderError` and nothing else.
         """
-        decoder = SSEDecoder()
+        decoder = self.stream_decoder()
         assembler = self.stream_assembler()
         deltas: list[Event] = []
         for chunk in chunks:
@@ -543,9 +398,9 @@ class HttpModel(abc.ABC):
         return deltas, self.decode_end(assembler)
 
     def head(self, request: ModelRequest) -> bytes:
-        """:meth:`encode_head`, re-encoded only when the system prompt, tools,
-        thinking level or output cap change (the agent sends the same ones every turn)."""
-        key = (request.system_prompt, request.tools, request.thinking_level, request.max_tokens)
+        """:meth:`encode_head`, re-encoded only when the system prompt, tools, thinking level,
+        output cap or settings change (the agent sends the same ones every turn)."""
+        key = (request.system_prompt, request.tools, request.thinking_level, request.max_tokens, request.settings)
         cached = self._head_key
         if cached is None or not all(a is b or a == b for a, b in zip(key, cached, strict=True)):
             self._head = self.encode_head(request)
@@ -585,7 +440,9 @@ class HttpModel(abc.ABC):
         is nothing to answer, :class:`~condukt.providers.ModelRefused` when the
         model refused or a content filter withheld the answer,
         :class:`~condukt.providers.UnsupportedContent` before any request
-        when the conversation holds a document type the protocol cannot carry.
+        when the conversation holds a document type the protocol cannot carry,
+        :class:`~condukt.providers.UnsupportedSetting` before any request for
+        a setting the protocol cannot take.
         Cancellation closes the connection of the request in flight.
         """
         messages = request.messages
@@ -597,6 +454,8 @@ class HttpModel(abc.ABC):
         # saw a block in it.)
         if type(last) is UserMessage and (len(last.content) > 1 or type(last.content[0]) is not TextBlock):
             self._check_documents(last)
+        if request.settings is not None:
+            self._check_settings(request)
         body = self.encode_request(request)
         estimate = len(body) // 4
         number = 0
@@ -618,6 +477,8 @@ class HttpModel(abc.ABC):
                 logger.info("%s: attempt %d failed (%s); retrying in %.2fs", self.name, number, exc.reason, delay)
                 await emit(Retry(self.provider, number, exc.reason, delay))
                 await trio.sleep(delay)
+        if self.prices is not False and message.usage.has_tokens:
+            message = await self._priced(message)
         if message.stop_reason in _REFUSALS:
             refusal = message.text.strip()
             what = "the model refused to answer"
@@ -630,6 +491,26 @@ class HttpModel(abc.ABC):
                 response=message,
             )
         return message
+
+    async def _priced(self, message: AssistantMessage) -> AssistantMessage:
+        """``message`` with its usage's ``cost``: from the given prices, else the table's for the model that
+        answered (or the one asked for); unchanged when neither is known."""
+        usage = message.usage
+        prices = self.prices
+        if isinstance(prices, Price):
+            cost: float | None = prices.cost(usage)
+        else:
+            entry = None
+            for model in dict.fromkeys((message.model or self.model, self.model)):
+                known, entry = cached_price(self.provider, model)
+                if not known:
+                    entry = await lookup_price(self.provider, model)
+                if entry is not None:
+                    break
+            cost = None if entry is None else entry.cost(usage)
+        if cost is None:
+            return message
+        return attrs.evolve(message, usage=attrs.evolve(usage, cost=cost))
 
     def _request_timeouts(self) -> dict[str, float | None]:
         timeouts = self._timeouts
@@ -651,6 +532,8 @@ class HttpModel(abc.ABC):
         return raw
 
     async def _attempt(self, body: bytes, estimate: int, attempt: _Attempt) -> AssistantMessage:
+        # Made before a slot is taken: a credential refresh may wait on the network.
+        extra = await self.request_headers(body) if self.signs_requests else None
         limits = self.limits
         await limits.acquire(attempt, estimate)
         generation = limits.generation
@@ -667,7 +550,7 @@ class HttpModel(abc.ABC):
                     if prepared is None or prepared.transport is not transport:
                         prepared = self._prepared = transport.prepare("POST", self._url, self._raw_headers())
                     response = await transport.exchange_prepared(
-                        prepared, body, timeouts=timeouts, resend=attempt.resend
+                        prepared, body, timeouts=timeouts, resend=attempt.resend, headers=extra
                     )
                 except httpx.TimeoutException as exc:
                     raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
@@ -676,7 +559,7 @@ class HttpModel(abc.ABC):
                 try:
                     if response.status_code >= 400 or response.header(b"content-encoding") is not None:
                         message = await self._handle(response.to_httpx(), attempt)
-                    elif self.stream and (response.header(b"content-type") or b"").startswith(b"text/event-stream"):
+                    elif self.stream and (response.header(b"content-type") or b"").startswith(self.stream_content_type):
                         message = await self._read_events(response.stream, attempt)
                     else:
                         try:
@@ -696,7 +579,7 @@ class HttpModel(abc.ABC):
                 request = httpx.Request(
                     "POST",
                     self._url,
-                    headers=[*self._raw_headers(), (b"Content-Length", b"%d" % len(body))],
+                    headers=[*self._raw_headers(), *(extra or ()), (b"Content-Length", b"%d" % len(body))],
                     stream=httpx.ByteStream(body),
                     extensions={"timeout": timeouts, "condukt.resend": attempt.resend},
                 )
@@ -737,7 +620,7 @@ class HttpModel(abc.ABC):
     async def _handle(self, response: httpx.Response, attempt: _Attempt) -> AssistantMessage:
         if response.status_code >= 400:
             raise await self._status_error(response)
-        if self.stream and response.headers.get("content-type", "").startswith("text/event-stream"):
+        if self.stream and response.headers.get("content-type", "").startswith(self.stream_content_type.decode()):
             # Without a content encoding the body needs no decoding: read the
             # stream itself rather than through two layers of async generators.
             chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.stream
@@ -762,7 +645,7 @@ class HttpModel(abc.ABC):
         return message
 
     async def _read_events(self, chunks: AsyncIterable[bytes], attempt: _Attempt) -> AssistantMessage:
-        decoder = SSEDecoder()
+        decoder = self.stream_decoder()
         assembler = self.stream_assembler()
         try:
             async for chunk in chunks:
@@ -785,7 +668,7 @@ class HttpModel(abc.ABC):
             payload = loads(response.content) if response.content else None
         except (httpx.HTTPError, ValueError):
             payload = None
-        error_type, code, message = error_details(payload)
+        error_type, code, message = self.describe_error(payload, response.headers)
         if message is None:
             text = response.text.strip() if response.is_closed else ""
             message = text or response.reason_phrase or "error"
@@ -795,15 +678,21 @@ class HttpModel(abc.ABC):
             self.redact(message),
             code=code,
             status_code=status,
-            request_id=response.headers.get("request-id") or response.headers.get("x-request-id"),
+            request_id=response.headers.get("request-id")
+            or response.headers.get("x-request-id")
+            or response.headers.get("x-amzn-requestid"),
             retry_after=parse_retry_after(response.headers),
         )
 
+    def secret_values(self) -> Sequence[str]:
+        """The secrets this model sends (its API key; a token or signing key a protocol adds), for :meth:`redact`."""
+        return (self._api_key,) if self._api_key else ()
+
     def redact(self, text: str) -> str:
-        """``text`` without the API key in it, cut to a sane length."""
-        key = self._api_key
-        if key and key in text:
-            text = text.replace(key, "[redacted]")
+        """``text`` without the API key (or any of :meth:`secret_values`) in it, cut to a sane length."""
+        for key in self.secret_values():
+            if key and key in text:
+                text = text.replace(key, "[redacted]")
         if len(text) > _MAX_MESSAGE:
             text = text[:_MAX_MESSAGE] + "..."
         return text

@@ -69,6 +69,16 @@ def encode_head(method: bytes, target: bytes, headers: Sequence[tuple[bytes, byt
     return b"\r\n".join(lines)
 
 
+def encode_headers(headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """Header lines, each ending in CRLF; :class:`ProtocolError` as :func:`encode_head` raises it."""
+    lines = []
+    for name, value in headers:
+        if not _TOKEN.match(name) or _BAD_VALUE.search(value):
+            raise ProtocolError(f"invalid header {name!r}")
+        lines.append(name + b": " + value + b"\r\n")
+    return b"".join(lines)
+
+
 def encode_request(
     method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]], body: bytes | None
 ) -> bytes:

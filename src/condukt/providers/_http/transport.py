@@ -42,9 +42,9 @@ from typing import Any
 import httpx
 import trio
 
-from ._http11 import ProtocolError, ResponseHead, ResponseReader, encode_head, encode_request
-from ._proxy import Proxy, ProxyMap
-from ._read_timer import ReadTimer
+from .http11 import ProtocolError, ResponseHead, ResponseReader, encode_head, encode_headers, encode_request
+from .proxy import Proxy, ProxyMap
+from .read_timer import ReadTimer
 
 __all__ = ["PreparedRequest", "RawResponse", "TrioTransport"]
 
@@ -533,7 +533,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         self._active: set[_Connection] = set()
         self._closed = False
         self._timer = ReadTimer()
-        from .. import __version__  # here: the package is still importing this module at import time
+        from ... import __version__  # here: the package is still importing this module at import time
 
         self._user_agent = (b"User-Agent", b"condukt/" + __version__.encode("ascii"))
         self._prepared: dict[tuple[str, str, tuple[tuple[bytes, bytes], ...]], PreparedRequest] = {}
@@ -666,6 +666,7 @@ class TrioTransport(httpx.AsyncBaseTransport):
         timeouts: dict[str, float | None] | None = None,
         progress: Callable[[], object] | None = None,
         resend: Callable[[str], Awaitable[object]] | None = None,
+        headers: Sequence[tuple[bytes, bytes]] | None = None,
     ) -> Awaitable[RawResponse]:
         """:meth:`exchange` for a head :meth:`prepare` encoded (by this transport: ``ValueError`` otherwise).
 
@@ -677,16 +678,25 @@ class TrioTransport(httpx.AsyncBaseTransport):
         the rest of what :meth:`exchange` raises comes from the await.
         Cancelled at any point, the round trip closes the request's
         connection and frees its slot before ``trio.Cancelled`` propagates.
+        ``headers`` are sent after the prepared ones, for this request only
+        (a signature, a token that expires); a header that cannot be
+        written raises ``httpx.LocalProtocolError`` from the call.
         """
         if prepared.transport is not self:
             raise ValueError("the request was prepared by another transport")
         if self._closed:
             raise httpx.LocalProtocolError("the transport is closed")
+        prefix = prepared.prefix
+        if headers:
+            try:
+                prefix += encode_headers(headers)
+            except ProtocolError as exc:
+                raise httpx.LocalProtocolError(str(exc)) from None
         return self._round_trip(
             prepared.method,
             prepared.origin,
             prepared.headers,
-            b"%sContent-Length: %d\r\n\r\n%s" % (prepared.prefix, len(body), body),
+            b"%sContent-Length: %d\r\n\r\n%s" % (prefix, len(body), body),
             True,
             {} if timeouts is None else timeouts,
             progress,
