@@ -47,7 +47,7 @@ class Capability:
     hook                        when, and what it may do
     ==========================  =====================================================================
     ``setup(ctx)``              once at start, before the model and tools resolve: restore state,
-                                change ``ctx.config`` / ``ctx.system_prompt`` / ``ctx.declared_tools``.
+                                change ``ctx.config`` / ``ctx.system_prompt``, replace ``ctx.declared_tools``.
     ``tools(ctx)``              after setup: extra tools this capability offers the model.
     ``run_started(run)``        a run began (its prompt is in the history).
     ``prepare_request(run, r)`` before each model request: return the request to send.

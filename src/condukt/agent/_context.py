@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..events import Event
     from ..sessions import RunCheckpoint
 
-__all__ = ["AgentContext", "Behaviour", "NO_ENV"]
+__all__ = ["NO_ENV", "AgentContext", "Behaviour", "Kernel"]
 
 #: The environment of an agent without secrets (read-only, shared).
 NO_ENV: Mapping[str, str] = MappingProxyType({})
@@ -38,6 +38,12 @@ _Block = TextBlock | ImageBlock | DocumentBlock
 
 def _same(text: str) -> str:
     return text
+
+
+class Kernel(Protocol):
+    """What the context asks of the agent's kernel (its state)."""
+
+    def checkpoint(self) -> RunCheckpoint | None: ...
 
 
 class Behaviour(Protocol):
@@ -80,8 +86,9 @@ class AgentContext:
     ``scrub(text)``             every capability's ``scrub``, composed (``scrubs``: whether any)
     ``scrub_blocks(blocks)``    content blocks with their text scrubbed
     ``created_at``              when the conversation began (seconds since the epoch)
-    ``declared_tools``          the tools as declared (classes, instances, tool sources): a list
-                                ``setup`` may change; resolved into ``tools`` after setup
+    ``declared_tools``          during setup, the tools as declared (classes, instances, tool
+                                sources): ``setup`` may replace it; resolved into ``tools`` after
+                                setup (then empty)
     ``model``                   after setup: the resolved :class:`~condukt.providers.Model`
     ``tools``                   after setup: the resolved tools (``tools_by_name`` by name)
     ``tool_definitions``        after setup: what the model sees of them
@@ -102,7 +109,7 @@ class AgentContext:
     """
 
     __slots__ = (
-        "_checkpoint",
+        "_kernel",
         "agent",
         "config",
         "created_at",
@@ -139,7 +146,7 @@ class AgentContext:
     scrub: Callable[[str], str]
     scrubs: bool
     created_at: float
-    declared_tools: list[Any]
+    declared_tools: Sequence[Any]
     model: Model
     tools: tuple[Tool, ...]
     tools_by_name: Mapping[str, Tool]
@@ -154,9 +161,9 @@ class AgentContext:
         config: AgentConfig,
         *,
         plain_agent: type[Server],
-        checkpoint: Callable[[], RunCheckpoint | None],
+        kernel: Kernel,
     ) -> None:
-        """Made by the agent as it boots (``checkpoint`` is how it describes its run in progress)."""
+        """Made by the agent as it boots (``kernel`` describes its run in progress: ``checkpoint``)."""
         self.agent = agent
         self.handle = agent.handle
         self.node = agent.handle.node
@@ -170,14 +177,14 @@ class AgentContext:
         self.scrub = _same
         self.scrubs = False
         self.created_at = time.time()
-        self.declared_tools = []
+        self.declared_tools = ()
         self.tools = ()
         self.tools_by_name = {}
         self.tool_definitions = ()
         self.restored_run = None
         self.last_result = None
         self.plain_agent = plain_agent
-        self._checkpoint = checkpoint
+        self._kernel = kernel
 
     def checkpoint(self) -> RunCheckpoint | None:
         """The run in progress as a :class:`~condukt.sessions.RunCheckpoint`, or None.
@@ -186,7 +193,7 @@ class AgentContext:
         cannot be checkpointed (a structured run: its schema is code, which
         a snapshot cannot hold).
         """
-        return self._checkpoint()
+        return self._kernel.checkpoint()
 
     def set_tools(self, tools: Iterable[Tool]) -> None:
         """Make ``tools`` the agent's tools from the next model request on (``tools``, by name, definitions)."""

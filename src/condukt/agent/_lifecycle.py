@@ -31,7 +31,7 @@ import contextlib
 import enum
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 from trio.lowlevel import Task, current_task
@@ -72,12 +72,17 @@ class _Operation:
         self.caller = caller
 
 
+class Runs(Protocol):
+    """What the lifecycle asks of its agent: the run for a follow-up's text (nobody waits for its answer)."""
+
+    def follow_up_run(self, text: str) -> Run: ...
+
+
 class Lifecycle:
     """The state machine of one agent process (see the module docstring)."""
 
     __slots__ = (
         "_depth",
-        "_follow_up",
         "_guarding",
         "_next",
         "_worker",
@@ -85,13 +90,14 @@ class Lifecycle:
         "current",
         "follow_ups",
         "queue",
+        "runs",
         "state",
     )
 
-    def __init__(self, ctx: AgentContext, follow_up: Callable[[str], Run]) -> None:
+    def __init__(self, ctx: AgentContext, runs: Runs) -> None:
         self.ctx = ctx
-        #: Makes the run for a follow-up's text (nobody waits for its answer).
-        self._follow_up = follow_up
+        #: Makes the runs of follow-ups (the agent's state; a reference, not a bound method per agent).
+        self.runs = runs
         self.state = State.IDLE
         #: The run that is RUNNING or FINISHING.
         self.current: Run | None = None
@@ -145,7 +151,7 @@ class Lifecycle:
     def follow_up(self, text: str) -> None:
         """Run ``text`` after the current job (now if idle); :class:`Busy` when that queue is full."""
         if self.state is State.IDLE:
-            self._start(self._follow_up(text))
+            self._start(self.runs.follow_up_run(text))
             return
         limit = self.ctx.config.max_follow_ups
         if len(self.follow_ups) >= limit:
@@ -252,7 +258,7 @@ class Lifecycle:
         self.state = State.IDLE
         self.current = None
         if self.follow_ups:
-            self._start(self._follow_up(self.follow_ups.popleft()))
+            self._start(self.runs.follow_up_run(self.follow_ups.popleft()))
         elif self.queue:
             self._start(self.queue.popleft())
 

@@ -38,19 +38,27 @@ _OWN = ORDER.index(OWN)
 
 
 class Lineup:
-    """An agent's capabilities in hook order, each with its place in ``ORDER``."""
+    """An agent's capabilities in hook order, each with its place in ``ORDER``.
+
+    Both start as a shared empty tuple (many agents have no capability: no
+    lists to keep for them) and become lists on the first :meth:`add`.
+    """
 
     __slots__ = ("capabilities", "places")
 
     def __init__(self) -> None:
-        self.capabilities: list[Capability] = []
-        self.places: list[int] = []
+        self.capabilities: Sequence[Capability] = ()
+        self.places: Sequence[int] = ()
 
     def add(self, place: int, capability: Capability) -> None:
         """Put ``capability`` after those whose place is not after ``place``."""
-        index = bisect.bisect_right(self.places, place)
-        self.places.insert(index, place)
-        self.capabilities.insert(index, capability)
+        capabilities, places = self.capabilities, self.places
+        if type(places) is tuple:
+            capabilities = self.capabilities = list(capabilities)
+            places = self.places = list(places)
+        index = bisect.bisect_right(places, place)
+        places.insert(index, place)  # type: ignore[attr-defined]  # a list from here on
+        capabilities.insert(index, capability)  # type: ignore[attr-defined]
 
 
 def at_start(ctx: AgentContext, own: Sequence[Any]) -> Lineup:
@@ -96,8 +104,8 @@ def run_hooks(run: Run, lineup: Lineup, hooks: Hooks) -> Hooks:
     if joined is None:
         return hooks
     merged = Lineup()
-    merged.capabilities = list(lineup.capabilities)
-    merged.places = list(lineup.places)
+    merged.capabilities = tuple(lineup.capabilities)  # a tuple: the first add copies it, the agent's stays
+    merged.places = tuple(lineup.places)
     for place, capability in joined:
         merged.add(place, capability)
     return Hooks(merged.capabilities)

@@ -55,13 +55,16 @@ def _same(text: str) -> str:
     return text
 
 
-class AgentState:
+class AgentState(Listeners):
     """One agent incarnation's kernel state: its context, capabilities and lifecycle; its mailbox dispatch.
 
     Made by :meth:`Agent.boot <condukt.Agent.boot>`; the agent's handle reads
-    it as an :class:`~condukt.agent._server.AgentStatus`. Capabilities never
-    see it: they get :attr:`context`.
+    it as an :class:`~condukt.agent._server.AgentStatus`, and its runs as
+    their :class:`~condukt.agent._run.Listeners`. Capabilities never see it:
+    they get :attr:`context`.
     """
+
+    __slots__ = ("_runs", "agent", "hooks", "lifecycle", "lineup")
 
     def __init__(
         self,
@@ -72,11 +75,10 @@ class AgentState:
         handle_event: Callable[[Event], Awaitable[None]] | None,
     ) -> None:
         self.agent = agent
-        self.context = AgentContext(agent, config, plain_agent=plain_agent, checkpoint=self.checkpoint)
-        self.listeners = Listeners(self.context, handle_event)
+        super().__init__(AgentContext(agent, config, plain_agent=plain_agent, kernel=self), handle_event)
         self.lineup = Lineup()
         self.hooks = NO_HOOKS
-        self.lifecycle = Lifecycle(self.context, self._follow_up_run)
+        self.lifecycle = Lifecycle(self.context, self)
         self._runs = 0
 
     # ------------------------------------------------------------------ start and stop
@@ -96,7 +98,7 @@ class AgentState:
             secrets = secrets.hiding({"API_KEY": config.api_key})
         ctx.secrets = secrets
         ctx.secret_env = MappingProxyType(secrets.env) if secrets.names() else NO_ENV
-        ctx.declared_tools = list(config.tools if config.tools is not None else agent.tools())
+        ctx.declared_tools = config.tools if config.tools is not None else agent.tools()
         lineup = self.lineup = at_start(
             ctx, config.capabilities if config.capabilities is not None else agent.capabilities()
         )
@@ -111,6 +113,7 @@ class AgentState:
             for offer in hooks.tools:
                 tools.extend(offer(ctx))
             ctx.set_tools(resolve_tools(tools))
+            ctx.declared_tools = ()  # resolved: nothing keeps the declarations alive
             ctx.model = config.resolved_model(ctx.node)
             if once_resolved(ctx, lineup):
                 self.hooks = Hooks(lineup.capabilities)
@@ -221,7 +224,7 @@ class AgentState:
         """A :class:`Run` for ``request``, with its id and hooks."""
         self._runs += 1
         run_id = resumed.run_id if resumed is not None else f"{self.context.id}/{self._runs}"
-        run = Run(self.listeners, run_id, request, caller, resumed)
+        run = Run(self, run_id, request, caller, resumed)
         run.hooks = run_hooks(run, self.lineup, self.hooks)
         return run
 
@@ -231,7 +234,7 @@ class AgentState:
         text = prompt.text if type(prompt) is UserMessage else ""
         return self._new_run(RunRequest(text, timeout=self.context.config.run_timeout), None, checkpoint)
 
-    def _follow_up_run(self, text: str) -> Run:
+    def follow_up_run(self, text: str) -> Run:
         """A run for a follow-up (or a late steer): nobody waits for its answer."""
         return self._new_run(RunRequest(text, timeout=self.context.config.run_timeout), None)
 

@@ -46,7 +46,7 @@ class ToolSources(Builtin):
         sources = [entry for entry in declared if not isinstance(entry, type) and isinstance(entry, ToolSource)]
         if not sources:
             return None
-        declared[:] = [entry for entry in declared if isinstance(entry, type) or not isinstance(entry, ToolSource)]
+        ctx.declared_tools = [e for e in declared if isinstance(e, type) or not isinstance(e, ToolSource)]
         return cls(sources)
 
     async def setup(self, ctx: AgentContext) -> None:
