@@ -198,9 +198,15 @@ class AgentContext:
     def set_tools(self, tools: Iterable[Tool]) -> None:
         """Make ``tools`` the agent's tools from the next model request on (``tools``, by name, definitions)."""
         listed = tuple(tools)
+        # One plain loop rather than a comprehension per view: every agent's start runs this.
+        by_name: dict[str, Tool] = {}
+        definitions = []
+        for tool in listed:
+            by_name[tool.name] = tool
+            definitions.append(tool.definition())
         self.tools = listed
-        self.tools_by_name = {tool.name: tool for tool in listed}
-        self.tool_definitions = tuple(tool.definition() for tool in listed)
+        self.tools_by_name = by_name
+        self.tool_definitions = tuple(definitions)
 
     def scrub_blocks(self, blocks: tuple[_Block, ...]) -> tuple[_Block, ...]:
         """``blocks`` with their text, text documents and document titles scrubbed (images, PDF bytes as they are)."""

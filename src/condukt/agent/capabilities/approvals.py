@@ -91,10 +91,11 @@ class Approvals(Builtin):
     def once_resolved(cls, ctx: AgentContext) -> Capability | None:
         """One when a tool may ask for approval, or the restored run has calls waiting for one."""
         restored = ctx.restored_run
-        if (restored is not None and restored.approvals) or any(
-            tool.requires_approval is not False for tool in ctx.tools
-        ):
+        if restored is not None and restored.approvals:
             return cls(ctx, restored)
+        for tool in ctx.tools:  # a plain loop, not any(): every agent's start asks
+            if tool.requires_approval is not False:
+                return cls(ctx, restored)
         return None
 
     # ------------------------------------------------------------------ the mailbox side
