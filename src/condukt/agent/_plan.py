@@ -40,35 +40,30 @@ _OWN = ORDER.index(OWN)
 class Lineup:
     """An agent's capabilities in hook order, each with its place in ``ORDER``.
 
-    Both start as a shared empty tuple (many agents have no capability: no
-    lists to keep for them) and become lists on the first :meth:`add`.
+    Tuples, rebuilt on :meth:`add` (a few times per start, never per run):
+    exact-size, and shared empty for an agent without capabilities.
     """
 
     __slots__ = ("capabilities", "places")
 
     def __init__(self) -> None:
-        self.capabilities: Sequence[Capability] = ()
-        self.places: Sequence[int] = ()
+        self.capabilities: tuple[Capability, ...] = ()
+        self.places: tuple[int, ...] = ()
 
     def add(self, place: int, capability: Capability) -> None:
         """Put ``capability`` after those whose place is not after ``place``."""
-        capabilities, places = self.capabilities, self.places
-        if type(places) is tuple:
-            capabilities = self.capabilities = list(capabilities)
-            places = self.places = list(places)
-        index = bisect.bisect_right(places, place)
-        places.insert(index, place)  # type: ignore[attr-defined]  # a list from here on
-        capabilities.insert(index, capability)  # type: ignore[attr-defined]
+        index = bisect.bisect_right(self.places, place)
+        self.places = (*self.places[:index], place, *self.places[index:])
+        self.capabilities = (*self.capabilities[:index], capability, *self.capabilities[index:])
 
 
-def at_start(ctx: AgentContext, own: Sequence[Any]) -> Lineup:
-    """The built-ins that apply before setup, and the agent's ``own`` capabilities, in order.
+def at_start(ctx: AgentContext, own: Sequence[Any], lineup: Lineup) -> None:
+    """Add the built-ins that apply before setup, and the agent's ``own`` capabilities, to ``lineup``.
 
     Raises ``TypeError`` for an entry of ``own`` that is not a
     :class:`~condukt.agent.Capability`, and what a built-in raises (a bad
     role, say): the start fails.
     """
-    lineup = Lineup()
     for place, build in _AT_START:
         capability = build(ctx)
         if capability is not None:
@@ -77,7 +72,6 @@ def at_start(ctx: AgentContext, own: Sequence[Any]) -> Lineup:
         if not isinstance(capability, Capability):
             raise TypeError(f"capabilities must be condukt.agent.Capability instances, got {capability!r}")
         lineup.add(_OWN, capability)
-    return lineup
 
 
 def once_resolved(ctx: AgentContext, lineup: Lineup) -> bool:
@@ -104,8 +98,8 @@ def run_hooks(run: Run, lineup: Lineup, hooks: Hooks) -> Hooks:
     if joined is None:
         return hooks
     merged = Lineup()
-    merged.capabilities = tuple(lineup.capabilities)  # a tuple: the first add copies it, the agent's stays
-    merged.places = tuple(lineup.places)
+    merged.capabilities = lineup.capabilities  # tuples: adding to the copy leaves the agent's as they are
+    merged.places = lineup.places
     for place, capability in joined:
         merged.add(place, capability)
     return Hooks(merged.capabilities)

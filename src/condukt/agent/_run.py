@@ -32,8 +32,7 @@ class Listeners:
     """Who hears every run of one agent besides the run's own stream and callback.
 
     Node subscribers (``node.subscribe``) and the agent's ``handle_event``
-    (when its class overrides it): one per agent incarnation (the agent's
-    state is one, so that an agent costs one object less).
+    (when its class overrides it): one per agent incarnation.
     """
 
     __slots__ = ("context", "handle_event", "pubsub", "subscribed")

@@ -55,16 +55,17 @@ def _same(text: str) -> str:
     return text
 
 
-class AgentState(Listeners):
+class AgentState(Lineup):
     """One agent incarnation's kernel state: its context, capabilities and lifecycle; its mailbox dispatch.
 
     Made by :meth:`Agent.boot <condukt.Agent.boot>`; the agent's handle reads
-    it as an :class:`~condukt.agent._server.AgentStatus`, and its runs as
-    their :class:`~condukt.agent._run.Listeners`. Capabilities never see it:
-    they get :attr:`context`.
+    it as an :class:`~condukt.agent._server.AgentStatus`. It is the lineup of
+    the agent's capabilities (:class:`~condukt.agent._plan.Lineup`: one object
+    less per agent). Capabilities never see it: they get :attr:`context`, and
+    runs that point to the context and the :class:`~condukt.agent._run.Listeners`.
     """
 
-    __slots__ = ("_runs", "agent", "hooks", "lifecycle", "lineup")
+    __slots__ = ("_runs", "agent", "context", "hooks", "lifecycle", "listeners")
 
     def __init__(
         self,
@@ -74,9 +75,10 @@ class AgentState(Listeners):
         plain_agent: type[Server],
         handle_event: Callable[[Event], Awaitable[None]] | None,
     ) -> None:
+        super().__init__()
         self.agent = agent
-        super().__init__(AgentContext(agent, config, plain_agent=plain_agent, kernel=self), handle_event)
-        self.lineup = Lineup()
+        self.context = AgentContext(agent, config, plain_agent=plain_agent, kernel=self)
+        self.listeners = Listeners(self.context, handle_event)
         self.hooks = NO_HOOKS
         self.lifecycle = Lifecycle(self.context, self)
         self._runs = 0
@@ -99,15 +101,13 @@ class AgentState(Listeners):
         ctx.secrets = secrets
         ctx.secret_env = MappingProxyType(secrets.env) if secrets.names() else NO_ENV
         ctx.declared_tools = config.tools if config.tools is not None else agent.tools()
-        lineup = self.lineup = at_start(
-            ctx, config.capabilities if config.capabilities is not None else agent.capabilities()
-        )
+        at_start(ctx, config.capabilities if config.capabilities is not None else agent.capabilities(), self)
         set_up: list[Capability] = []
         try:
-            for capability in lineup.capabilities:
+            for capability in self.capabilities:
                 await capability.setup(ctx)
                 set_up.append(capability)
-            hooks = self.hooks = Hooks(lineup.capabilities) if lineup.capabilities else NO_HOOKS
+            hooks = self.hooks = Hooks(self.capabilities) if self.capabilities else NO_HOOKS
             self._compose_scrub()
             tools = list(ctx.declared_tools)
             for offer in hooks.tools:
@@ -115,8 +115,8 @@ class AgentState(Listeners):
             ctx.set_tools(resolve_tools(tools))
             ctx.declared_tools = ()  # resolved: nothing keeps the declarations alive
             ctx.model = config.resolved_model(ctx.node)
-            if once_resolved(ctx, lineup):
-                self.hooks = Hooks(lineup.capabilities)
+            if once_resolved(ctx, self):
+                self.hooks = Hooks(self.capabilities)
                 self._compose_scrub()
         except BaseException as exc:
             await self._stop_set_up(set_up, exc)
@@ -224,8 +224,8 @@ class AgentState(Listeners):
         """A :class:`Run` for ``request``, with its id and hooks."""
         self._runs += 1
         run_id = resumed.run_id if resumed is not None else f"{self.context.id}/{self._runs}"
-        run = Run(self, run_id, request, caller, resumed)
-        run.hooks = run_hooks(run, self.lineup, self.hooks)
+        run = Run(self.listeners, run_id, request, caller, resumed)
+        run.hooks = run_hooks(run, self, self.hooks)
         return run
 
     def _resumed_run(self, checkpoint: RunCheckpoint) -> Run:
