@@ -186,14 +186,14 @@ def main() -> None:
 
     print(f"\n== 2. over HTTP: {N} concurrent runs, 2 turns + 1 tool each, server latency {LATENCY * 1000:g} ms ==")
     server = subprocess.Popen(
-        [sys.executable, "-m", "condukt.testing.server", "--latency", str(LATENCY)],
+        [sys.executable, "-m", "condukt.testing.server", "--quiet", "--latency", str(LATENCY)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert server.stdout is not None
-        url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
+        url = f"{server.stdout.readline().strip()}/v1"  # its first line: the base URL
         libraries: dict[str, Callable[[], tuple[float, float]]] = {
             "condukt": lambda: trio.run(condukt_round, url)
         }

@@ -187,13 +187,13 @@ async def main(agents: int, rounds: int) -> None:
     import httpx
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "condukt.testing.server", "--latency", str(LATENCY)],
+        [sys.executable, "-m", "condukt.testing.server", "--quiet", "--latency", str(LATENCY)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert server.stdout is not None
-    url = f"http://127.0.0.1:{int(server.stdout.readline())}"
+    url = server.stdout.readline().strip()  # its first line: the base URL
     try:
         print(
             f"{time.strftime('%Y-%m-%d')}, condukt {condukt.__version__}, Python {platform.python_version()},"

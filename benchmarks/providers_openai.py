@@ -57,15 +57,15 @@ class Noop(condukt.Tool):
         return "ok"
 
 
-def start_server() -> tuple[subprocess.Popen[str], int]:
+def start_server() -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "condukt.testing.server", "--latency", str(LATENCY)],
+        [sys.executable, "-m", "condukt.testing.server", "--quiet", "--latency", str(LATENCY)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert process.stdout is not None
-    return process, int(process.stdout.readline())
+    return process, process.stdout.readline().strip()  # its first line: the base URL
 
 
 async def one_round(
@@ -234,8 +234,8 @@ async def main(
 
     POOL = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)  # noqa: N806
 
-    process, port = start_server()
-    url = f"http://127.0.0.1:{port}/v1"
+    process, base = start_server()
+    url = f"{base}/v1"
     rows: list[str] = []
     transports: list[tuple[str, Any]] = [
         ("TrioTransport (condukt)", None),

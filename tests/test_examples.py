@@ -51,8 +51,9 @@ EXPECTED = {
         "Oslo is 5.0C (41F) and Atlantis has no station; good thing Ada ordered an umbrella.",
     ],
 }
-#: Examples tested elsewhere: the FastAPI service needs its server (tests/web).
-ELSEWHERE = {"fastapi_app.py"}
+#: Examples tested elsewhere: the FastAPI service needs its server (tests/web); the triage agent is a
+#: class for `condukt run --agent`, run with its node MCP server in tests/cli/test_agents.py.
+ELSEWHERE = {"fastapi_app.py", "triage_agent.py"}
 
 
 def _environment() -> dict[str, str]:

@@ -54,7 +54,7 @@ SUBPACKAGES = {
         "ToolContext", "ToolError", "ToolSet", "ToolSource", "ToolSourceContext", "Write", "coding_tools", "read_only_tools", "render_result",
         "resolve_tools", "tool",
     },
-    "condukt.schema": {"Schema", "is_structured_type", "schema_for"},
+    "condukt.schema": {"ExternalReference", "Schema", "is_structured_type", "schema_for"},
     "condukt.messages": {
         "AssistantMessage", "Citation", "ContentBlock", "DOCUMENT_TYPES", "DocumentBlock", "ImageBlock", "Message",
         "ProviderBlock", "StopReason", "TextBlock", "ThinkingBlock", "ToolCall", "ToolDefinition", "ToolResultMessage",
@@ -71,9 +71,15 @@ SUBPACKAGES = {
     },
     "condukt.asyncio": {"Handle", "Node", "Stream", "call", "current_node", "open_node", "run"},
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
-    "condukt.web": {"SessionsFull", "create_app"},
+    "condukt.web": {"BrowserGuard", "SessionsFull", "ag_ui_app", "create_app", "openai_app", "vercel_ai_app"},
+    "condukt.web.uvicorn": {"HEADER_TIMEOUT", "HTTPProtocol"},
+    "condukt.web.lowlevel": {
+        "AgentRoute", "AppNode", "ProtocolError", "Sessions", "SessionsFull", "attachment",
+        "bearer_ok", "decode_data_url", "event_failure", "guard_middleware", "read_json", "run_failure",
+    },
+    "condukt.a2a": {"RemoteAgent", "asgi_app", "remote"},
     "condukt.web.observer": {
-        "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
+        "NEW_TOKEN", "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
     },
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
@@ -85,7 +91,8 @@ SUBPACKAGES = {
         "model_settings",
     },
     "condukt.mcp": {
-        "ConnectionLost", "McpConnectError", "McpServer", "McpTool", "asgi_app", "http", "render", "serve",
+        "ConnectionLost", "McpConnectError", "McpPrompt", "McpRequestError", "McpServer", "McpTool", "asgi_app", "http",
+        "render", "serve",
         "server_for", "sse", "stdio",
     },
     "condukt.testing": {"FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel", "Step", "call", "reply"},
@@ -167,7 +174,8 @@ PUBLIC_MODULES = [
     "condukt.agent.capabilities", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
-    "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.events", "condukt.ray",
+    "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.web.uvicorn", "condukt.events",
+    "condukt.ray", "condukt.web.lowlevel", "condukt.a2a",
 ]  # fmt: skip
 
 

@@ -66,6 +66,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any
 
+import attrs
 import outcome
 import trio
 
@@ -593,6 +594,10 @@ class _Guest:
                 "this condukt.asyncio node runs as a guest on another asyncio loop; use it from that loop, "
                 "or open it with open_node(thread=True) to share it between loops"
             )
+        if args:
+            args = _unwrap_args(args)
+        if kwargs:
+            kwargs = _unwrap_kwargs(kwargs)
         call = _Call(loop, fn, args, kwargs, self, begin)
         if begin is None or not self.direct or self.ticking or not self.open() or not self.begin(call):
             self.submit(call)
@@ -713,11 +718,65 @@ class _ThreadHost(_Guest):
 
 
 def _wrap(guest: _Guest, value: Any) -> Any:
+    """``value`` with trio nodes and handles as proxies (in lists, tuples, sets and dict values too)."""
     if isinstance(value, otp.Node):
         return Node(guest, value)
     if isinstance(value, otp.Handle):
         return Handle(guest, value)
+    kind = type(value)
+    if kind is list or kind is tuple:
+        items = [_wrap(guest, item) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else kind(items)
+    if kind is dict and value:
+        wrapped = {key: _wrap(guest, item) for key, item in value.items()}
+        return value if all(wrapped[key] is item for key, item in value.items()) else wrapped
+    if (kind is set or kind is frozenset) and value:
+        return kind(_wrap(guest, item) for item in value)
     return value
+
+
+def _unwrap(value: Any) -> Any:
+    """``value`` with proxies replaced by the trio objects they stand for, for a call into trio.
+
+    trio's tables are keyed by the real handle (a supervisor's children, a
+    node's monitors and links): a proxy handed to ``terminate_child`` would
+    not be found there. Containers (lists, tuples, sets, dicts) and a
+    :class:`~condukt.ChildSpec`'s arguments are unwrapped too; anything
+    else is passed as it is.
+    """
+    if isinstance(value, _Proxy):
+        return value._inner
+    kind = type(value)
+    if kind is list or kind is tuple:
+        items = [_unwrap(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else kind(items)
+    if kind is dict and value:
+        return _unwrap_kwargs(value)
+    if (kind is set or kind is frozenset) and value:
+        return kind(_unwrap(item) for item in value)
+    if kind is otp.ChildSpec:
+        args, kwargs = _unwrap_args(value.args), _unwrap_kwargs(dict(value.kwargs))
+        if args is not value.args or any(kwargs[key] is not item for key, item in value.kwargs.items()):
+            return attrs.evolve(value, args=args, kwargs=kwargs)
+    return value
+
+
+def _unwrap_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    # The hot path of every call: most arguments are strings and numbers, left as they are.
+    for item in args:
+        if type(item) not in _PLAIN:
+            return tuple(_unwrap(item) for item in args)
+    return args
+
+
+def _unwrap_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    for item in kwargs.values():
+        if type(item) not in _PLAIN:
+            return {key: _unwrap(item) for key, item in kwargs.items()}
+    return kwargs
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None), bytes})
 
 
 class _Proxy:
@@ -799,7 +858,10 @@ class Handle(_Proxy):
         return Stream(self._guest, self._inner, args, kwargs)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Handle) and other._inner == self._inner
+        # Equal to the trio handle it stands for too, so a table keyed by trio handles finds it.
+        if isinstance(other, Handle):
+            return bool(other._inner == self._inner)
+        return bool(other is self._inner)
 
     def __hash__(self) -> int:
         return hash(self._inner)

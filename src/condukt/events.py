@@ -24,6 +24,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolCallEnd",
     "ToolCallStart",
+    "ToolProgress",
     "TurnEnd",
     "TurnStart",
     "to_json",
@@ -90,6 +91,22 @@ class ToolCallEnd:
 
 
 @final
+@attrs.frozen
+class ToolProgress:
+    """A running tool call reports how far it got (an MCP server's progress, a remote agent's task state).
+
+    ``call_id`` is the call's id (its :class:`ToolCallStart`'s ``id``);
+    ``progress`` and ``total`` are numbers when the tool counts (``total``
+    None when unknown); ``message`` says what it is doing, scrubbed like
+    the tool's result. A tool emits it with ``await context.emit(...)``.
+    """
+
+    call_id: str
+    message: str = ""
+    progress: float | None = None
+    total: float | None = None
+
+
 @attrs.frozen
 class ApprovalRequested:
     """A tool call waits for a person: ``agent.approve(call_id)`` or ``agent.deny(call_id, reason)``.
@@ -197,6 +214,7 @@ Event = Union[
     ThinkingDelta,
     ToolCallStart,
     ToolCallEnd,
+    ToolProgress,
     ApprovalRequested,
     ApprovalDecided,
     TurnEnd,

@@ -27,6 +27,7 @@ from condukt.events import (
     ThinkingDelta,
     ToolCallEnd,
     ToolCallStart,
+    ToolProgress,
     TurnEnd,
     TurnStart,
 )
@@ -80,6 +81,8 @@ EVENTS: list[Any] = [
     ThinkingDelta("hmm"),
     ToolCallStart("c1", "read", {"path": "a.txt"}),
     ToolCallEnd("c1", "read", "contents", False, 0.25),
+    ToolProgress("c1", "step 2 of 3", 2, 3),
+    ToolProgress("c1", "working"),
     ApprovalRequested("c2", "deploy", {"env": "prod"}, 1760000000.0),
     ApprovalDecided("c2", "deploy", False, "not on a Friday"),
     TurnEnd(1, ASSISTANT),

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
-import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pexpect
-import pytest
 import trio
 
 import condukt
@@ -22,46 +18,7 @@ from condukt import events as ev
 from condukt import serialization
 from condukt.testing.server import ProtocolServer, Status, reply, tool_use
 
-ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 20
-
-
-def environment(**extra: str) -> dict[str, str]:
-    """This environment without provider keys or a default model, with ``src`` importable."""
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not (name.endswith("_API_KEY") or name.startswith(("ANTHROPIC_", "OPENAI_", "CONDUKT_")))
-    }
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
-
-
-async def condukt_cli(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, stdin: bytes = b""
-) -> trio.CompletedProcess[bytes]:
-    with trio.fail_after(TIMEOUT):
-        return await trio.run_process(
-            [sys.executable, "-m", "condukt", *args],
-            env=env or environment(),
-            cwd=cwd,
-            stdin=stdin,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-
-
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> AsyncIterator[ProtocolServer]:
-    server = ProtocolServer()
-    await nursery.start(server.run)
-    yield server
-
-
-def model_args(server: ProtocolServer) -> list[str]:
-    return ["--model", "openai:gpt-4o", "--base-url", f"{server.url}/v1"]
+from .helpers import TIMEOUT, condukt_cli, environment, listening, model_args
 
 
 async def test_run_streams_the_reply_and_tool_calls_and_exits_0(server: ProtocolServer, tmp_path: Path) -> None:
@@ -140,33 +97,6 @@ async def test_version() -> None:
     done = await condukt_cli("--version")
     assert done.returncode == 0
     assert done.stdout.decode() == f"condukt {condukt.__version__}\n"
-
-
-@contextlib.asynccontextmanager
-async def listening(args: list[str], first_line: bytes, cwd: Path | None = None) -> AsyncIterator[str]:
-    """``condukt ARGS``: the URL its first line gives (``first_line``: a pattern with one group);
-    leaving sends Ctrl-C and expects exit 0."""
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "condukt", *args], cwd=cwd, env=environment(), stdout=-1, stderr=-1
-    )
-    try:
-        assert process.stdout is not None
-        received = b""
-        with trio.fail_after(TIMEOUT):
-            while b"\n" not in received:
-                chunk = await process.stdout.receive_some()
-                assert chunk, f"condukt {args[0]} exited before listening"
-                received += chunk
-        match = re.match(first_line, received)
-        assert match, received
-        yield match.group(1).decode()
-        process.send_signal(signal.SIGINT)
-        with trio.fail_after(TIMEOUT):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 def serving(directory: Path, target: str) -> contextlib.AbstractAsyncContextManager[str]:
@@ -348,7 +278,7 @@ async def test_chat_with_piped_input_runs_each_line_in_turn(server: ProtocolServ
 async def test_usage_errors_are_one_line_with_status_2() -> None:
     missing = await condukt_cli("run")
     assert missing.returncode == 2
-    assert missing.stderr.decode() == "error: Missing argument 'prompt'. (see: python -m condukt run --help)\n"
+    assert missing.stderr.decode() == "error: Missing argument 'PROMPT'. (see: python -m condukt run --help)\n"
     bad = await condukt_cli("run", "hi", "--tools", "everything")
     assert bad.returncode == 2
     assert bad.stderr.decode().count("\n") == 1 and "'everything' is not one of 'coding', 'read-only', 'none'" in bad.stderr.decode()

@@ -782,3 +782,41 @@ def test_the_trio_api_awaited_from_asyncio_says_to_use_condukt_asyncio() -> None
 
     for error in asyncio.run(main()):
         assert "condukt.asyncio.open_node()" in error and "outside trio" in error
+
+
+class Peer(condukt.Server):
+    """Keeps the handle it was started with, and says whether it is a trio handle."""
+
+    async def init(self, peer: Any = None) -> None:
+        self.peer = peer
+
+    async def handle_call(self, request: Any, caller: Any) -> Any:
+        return isinstance(self.peer, condukt.Handle)
+
+
+def test_proxies_handed_back_to_trio_reach_the_tables_keyed_by_trio_handles(mode: str) -> None:
+    """A proxy given to a trio method is the trio handle there: terminate_child, monitors, start options."""
+
+    async def main() -> dict[str, Any]:
+        async with ca.open_node() as node:
+            dyn = await node.start_dynamic_supervisor(max_children=1)
+            first = await dyn.start_child(condukt.ChildSpec(None, Peer, restart="transient"))
+            await dyn.terminate_child(first)  # a proxy: found among the children keyed by the trio handle
+            stopped = not first.alive
+            second = await dyn.start_child(condukt.ChildSpec(None, Peer, restart="transient"))  # the slot is free
+            sup = await node.start_supervisor([condukt.ChildSpec("p", Peer, kwargs={"peer": second})])
+            [(child_id, child)] = await sup.which_children()
+            peer_is_trio = await child.call("peer?")
+            with pytest.raises(condukt.ChildNotFound):
+                await dyn.terminate_child(child)  # a live process, but not this supervisor's child
+            return {
+                "stopped": stopped,
+                "proxied": isinstance(child, ca.Handle),
+                "peer_is_trio": peer_is_trio,
+                "equal_to_trio": second == second.inner and hash(second) == hash(second.inner),
+                "count": (await dyn.count_children()).active,
+            }
+
+    assert asyncio.run(main()) == {
+        "stopped": True, "proxied": True, "peer_is_trio": True, "equal_to_trio": True, "count": 1,
+    }

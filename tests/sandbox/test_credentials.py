@@ -62,14 +62,30 @@ trio.run(main)
 """
 
 
-def node_run(tmp_path: Path, commands: list[str], sandbox: str = "default", tool: str = "bash") -> list[str]:
+#: Credentials under names the first heuristics missed, and URLs whose userinfo holds a password.
+WIDER_ENV = {
+    "MYSQL_PWD": "mysql-pwd-value-123",
+    "SMTP_PASS": "smtp-pass-value-456",
+    "LDAP_PASSWD": "ldap-passwd-value-789",
+    "GPG_PASSPHRASE": "gpg passphrase value",
+    "PASS": "bare-pass-value-000",
+    "PRIMARY_DB": "postgres://app:pg-userinfo-pass@db.internal:5432/app",
+    "CACHE": "redis://:redis-userinfo-pass@cache.internal:6379/0",
+    "AMQP_ADDR": "amqps://worker:amqp-userinfo-pass@mq.internal/vhost",
+}
+
+
+def node_run(
+    tmp_path: Path, commands: list[str], sandbox: str = "default", tool: str = "bash",
+    extra_env: dict[str, str] | None = None,
+) -> list[str]:
     """Tool results from a node process whose own environment holds :data:`HOST_ENV`.
 
     The node keeps its session in a Disk store and runs a second time; the
     store's files and that second model request (which carries the tool
     results) are checked for credentials here, the results are returned.
     """
-    env = {**os.environ, **HOST_ENV}
+    env = {**os.environ, **HOST_ENV, **(extra_env or {})}
     store = tmp_path.parent / f"{tmp_path.name}-store"
     done = subprocess.run(
         [sys.executable, "-c", NODE, json.dumps(commands), sandbox, str(tmp_path), tool, str(store)],
@@ -88,7 +104,7 @@ def node_run(tmp_path: Path, commands: list[str], sandbox: str = "default", tool
 
 def assert_no_credential(texts: list[str]) -> None:
     for text in texts:
-        for value in HOST_ENV.values():
+        for value in [*HOST_ENV.values(), *WIDER_ENV.values(), "pg-userinfo-pass", "redis-userinfo-pass"]:
             assert value not in text, text
 
 
@@ -124,6 +140,32 @@ def test_a_cat_grant_reading_the_nodes_environ_gets_redacted_values(tmp_path: Pa
     texts = node_run(tmp_path, ["/proc/NODE_PID/environ"], tool="cat")
     assert_no_credential(texts)
     assert "[REDACTED:STRIPE_KEY]" in texts[0] and "[REDACTED:ANTHROPIC_API_KEY]" in texts[0]
+
+
+@LINUX
+def test_wider_names_and_urls_with_a_password_are_redacted_from_the_nodes_environ(tmp_path: Path) -> None:
+    # *_PWD, *_PASS, *PASSWD*, *PASSPHRASE*, and any value holding scheme://user:password@host.
+    texts = node_run(tmp_path, ["/proc/NODE_PID/environ"], tool="cat", extra_env=WIDER_ENV)
+    assert_no_credential(texts)
+    for name in WIDER_ENV:
+        assert f"{name}=[REDACTED:{name}]" in texts[0], name
+    # The working directories are paths, not credentials: they stay readable.
+    assert f"PWD={os.getcwd()}" in texts[0]
+
+
+def test_the_credential_heuristics() -> None:
+    from condukt.sandbox import CREDENTIAL_NAME, redact_host_credentials
+
+    for name in ["MYSQL_PWD", "DB_PASS", "PASS", "SMTP_PASS_FILE", "LDAP_PASSWD", "KEY_PASSPHRASE", "SENTRY_DSN",
+                 "DSN", "GH_TOKEN", "DATABASE_URL", "PGPASSWORD"]:
+        assert CREDENTIAL_NAME.search(name), name
+    for name in ["PWD", "OLDPWD", "PATH", "HOME", "LANG", "PASSAGE_COUNT"]:
+        assert not CREDENTIAL_NAME.search(name), name
+    environ = {"ORDINARY": "https://user:s3cret-pw@host/x", "PLAIN": "https://host/x", "SHORT": "ftp://u:pw@h"}
+    text = "dsn https://user:s3cret-pw@host/x and again s3cret-pw, then https://host/x"
+    assert redact_host_credentials(text, environ) == (
+        "dsn [REDACTED:ORDINARY] and again [REDACTED:ORDINARY], then https://host/x"
+    )
 
 
 @LINUX

@@ -105,12 +105,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def uvicorn_server(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn (asyncio) in a thread at 127.0.0.1; yields its URL."""
+def uvicorn_server(app: Any, port: int | None = None, **options: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn (asyncio) in a thread at 127.0.0.1 (on ``port``, else a free one); yields its URL.
+
+    ``options``: uvicorn's.
+    """
     import uvicorn
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    port = port or free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **options)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -32,7 +32,8 @@ async def test_the_body_limit_applies_while_reading_not_after() -> None:
         scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
             "path": "/agents/echo/runs", "raw_path": b"/agents/echo/runs", "query_string": b"", "root_path": "",
-            "headers": [(b"authorization", f"Bearer {TOKEN}".encode()), (b"transfer-encoding", b"chunked")],
+            "headers": [(b"authorization", f"Bearer {TOKEN}".encode()), (b"transfer-encoding", b"chunked"),
+                        (b"content-type", b"application/json")],
             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
         }  # fmt: skip
         await app(scope, receive, send)

@@ -244,11 +244,20 @@ async def test_serve_reports_its_address_and_serves_the_node() -> None:
     async with condukt.open_node() as node:
         await node.spawn(condukt.Server, name="watched")
         async with trio.open_nursery() as nursery:
-            url = await nursery.start(lambda task_status: observer.serve(node, port=0, task_status=task_status))
-            assert url.startswith("http://127.0.0.1:")
+            page = await nursery.start(lambda task_status: observer.serve(node, port=0, task_status=task_status))
+            # A token of its own, in the fragment of the address it reports (never sent to the server).
+            url, _, fragment = page.partition("#token=")
+            assert url.startswith("http://127.0.0.1:") and len(fragment) >= 32
             async with httpx.AsyncClient(base_url=url) as client:
-                snap = (await client.get("/api/snapshot")).json()
+                assert (await client.get("/api/snapshot")).status_code == 401
+                snap = (await client.get("/api/snapshot", headers={"Authorization": f"Bearer {fragment}"})).json()
             assert any(p["name"] == "watched" for p in snap["processes"])
+            open_page = await nursery.start(
+                lambda task_status: observer.serve(node, port=0, token=None, task_status=task_status)
+            )
+            assert "#" not in open_page
+            async with httpx.AsyncClient(base_url=open_page) as client:
+                assert (await client.get("/api/snapshot")).status_code == 200
             nursery.cancel_scope.cancel()
         with pytest.raises(TypeError):
             await observer.serve("node")  # type: ignore[arg-type]

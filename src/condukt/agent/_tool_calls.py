@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from ..events import ToolCallEnd, ToolCallStart
+from ..events import Event, ToolCallEnd, ToolCallStart, ToolProgress
 from ..messages import DocumentBlock, ImageBlock, TextBlock, ToolCall, ToolResultMessage
 from ..tools import AGENT_DEFAULT, DEFAULT_SANDBOX, ToolContext, ToolError, render_result
 from ._context import AgentContext
@@ -103,7 +103,8 @@ class _Calls:
         self.started: dict[int, float] = {} if notify else _NOT_RECORDED
         config = ctx.config
         # What every call's ToolContext shares after its call id, looked up once per turn.
-        self.context_tail = (config.confine_to_cwd, ctx.secret_env, run.emit, config.sandbox or DEFAULT_SANDBOX)
+        emit = run.emit if not ctx.scrubs else _ScrubbingEmit(ctx, run)
+        self.context_tail = (config.confine_to_cwd, ctx.secret_env, emit, config.sandbox or DEFAULT_SANDBOX)
 
     async def all(self) -> list[ToolResultMessage]:
         try:
@@ -298,3 +299,21 @@ class _Calls:
         for index in indices:
             if self.results[index] is None:  # cut off by the shared deadline
                 await self._timed_out(index, timeout)
+
+
+class _ScrubbingEmit:
+    """``context.emit`` of an agent that scrubs: a tool's :class:`ToolProgress` text is scrubbed like its result.
+
+    (Other events a tool emits, a sub-agent's, were scrubbed by the agent that made them.)
+    """
+
+    __slots__ = ("ctx", "run")
+
+    def __init__(self, ctx: AgentContext, run: Run) -> None:
+        self.ctx = ctx
+        self.run = run
+
+    def __call__(self, event: Event) -> Awaitable[None]:
+        if type(event) is ToolProgress and event.message:
+            event = ToolProgress(event.call_id, self.ctx.scrub(event.message), event.progress, event.total)
+        return self.run.emit(event)

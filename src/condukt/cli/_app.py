@@ -2,89 +2,57 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import importlib
-import os
 import signal
 import sys
-import traceback
-from collections.abc import Awaitable, Callable
-from enum import Enum
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any
 
 import trio
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
 import condukt
-from condukt.providers import MissingApiKey
+from condukt.providers import THINKING_LEVELS
 
+from ._agents import AgentChoice, ToolSet, choose_agent, load_object, route_name
+from ._errors import CommandError, UsageError, execute, set_debug, start_listening
 from ._render import JsonPrinter, Renderer
 
 __all__ = ["app", "main"]
 
+
+class _FlagsWithoutValues:
+    """Help that shows a flag as ``--json``, not ``--json <bool>``: a flag takes no value."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params: list[Any] = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class _Command(_FlagsWithoutValues, TyperCommand):
+    pass
+
+
+class _Group(_FlagsWithoutValues, TyperGroup):
+    pass
+
+
 app = typer.Typer(
     name="condukt",
-    help="Reliable LLM agents as supervised processes on trio: run, chat, serve, observe, demo.",
+    cls=_Group,
+    help="Reliable LLM agents as supervised processes on trio: run, chat, serve, observe, demo, test-server.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-
-#: The models picked when no --model / CONDUKT_MODEL is given, by the key that is set.
-DEFAULT_MODELS = (("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"), ("OPENAI_API_KEY", "openai:gpt-4o-mini"))
-
-
-class ToolSet(str, Enum):
-    """The tools ``run`` and ``chat`` give the agent."""
-
-    coding = "coding"
-    read_only = "read-only"
-    none = "none"
-
-
-class UsageError(Exception):
-    """A mistake on the command line: shown as its message alone."""
-
-
-class _State:
-    debug = False
-
-
-def _error_line(exc: BaseException) -> str:
-    """``"error: MissingApiKey: openai: no API key: ..."``: one line, whatever the exception."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    message = " ".join(str(exc).split()) or repr(exc)
-    if isinstance(exc, UsageError):
-        return f"error: {message}"
-    if isinstance(exc, MissingApiKey):  # the library's advice, in the command line's words
-        message = message.replace("pass api_key=... when starting the agent", "pass --api-key")
-    return f"error: {type(exc).__name__}: {message}"
-
-
-def _execute(main: Callable[[], Awaitable[int]]) -> None:
-    """Run ``main`` under trio and exit with its status.
-
-    Errors end the command with one line on stderr and status 1 (``--debug``
-    shows the traceback instead); Ctrl-C ends it with status 130.
-    """
-    try:
-        status = trio.run(main)
-    except (KeyboardInterrupt, BaseExceptionGroup) as exc:
-        if isinstance(exc, BaseExceptionGroup) and exc.split(KeyboardInterrupt)[1] is not None:
-            raise  # not only Ctrl-C
-        Console(stderr=True).print("interrupted", style="yellow")
-        raise typer.Exit(130) from None
-    except Exception as exc:
-        if _State.debug:
-            traceback.print_exception(exc)
-        else:
-            print(_error_line(exc), file=sys.stderr)
-        raise typer.Exit(1) from None
-    raise typer.Exit(status)
 
 
 def _version(value: bool) -> None:
@@ -106,100 +74,145 @@ def _root(
     openai:gpt-4o, ...); keys come from the provider's environment variable
     (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...) or --api-key.
     """
-    _State.debug = debug
+    set_debug(debug)
 
 
-# ----------------------------------------------------------------------------- options shared by run and chat
+# ----------------------------------------------------------------------------- option checks (status 2)
 
+
+def _check_base_url(value: str | None) -> str | None:
+    if value is not None and urllib.parse.urlsplit(value).scheme not in ("http", "https"):
+        raise typer.BadParameter(f"{value!r} is not an http:// or https:// URL (e.g. http://localhost:8000/v1)")
+    return value
+
+
+def parse_prices(text: str | None) -> tuple[float, float] | None:
+    """``"3,15"`` -> ``(3.0, 15.0)``; ``ValueError`` for anything else."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise ValueError(text)
+    input_price, output_price = float(parts[0]), float(parts[1])
+    if not (input_price >= 0 and output_price >= 0):  # NaN fails too
+        raise ValueError(text)
+    return input_price, output_price
+
+
+def _check_prices(value: str | None) -> str | None:
+    try:
+        parse_prices(value)
+    except ValueError:
+        raise typer.BadParameter(f"takes INPUT,OUTPUT dollars per million tokens (e.g. 3,15), got {value!r}") from None
+    return value
+
+
+def _check_thinking(value: str | None) -> str | None:
+    if value is not None and value not in THINKING_LEVELS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(THINKING_LEVELS)}")
+    return value
+
+
+# ----------------------------------------------------------------------------- options shared by run, chat, serve
+
+AgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        metavar="MODULE:CLASS",
+        help="Start this condukt.Agent subclass (its tools, prompt and options) instead of the built-in agent.",
+    ),
+]
+McpOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        metavar="COMMAND",
+        help="Add the tools of the MCP server this command starts (stdio; repeatable), e.g. --mcp 'node server.js'.",
+    ),
+]
 ModelOption = Annotated[
     str | None,
     typer.Option(
         "--model",
         "-m",
+        metavar="PROVIDER:NAME",
         envvar="CONDUKT_MODEL",
-        help="provider:name. Default: anthropic or openai, whichever key is set.",
+        help="The model. Default: the --agent's, else anthropic or openai, whichever key is set.",
         show_default=False,
     ),
 ]
 BaseUrlOption = Annotated[
     str | None,
-    typer.Option("--base-url", help="The provider's base URL (an OpenAI-compatible server: ollama, vllm...)."),
+    typer.Option(
+        "--base-url",
+        metavar="URL",
+        callback=_check_base_url,
+        help="The provider's base URL (an OpenAI-compatible server: ollama, vllm, condukt test-server...).",
+    ),
 ]
 ApiKeyOption = Annotated[
     str | None,
-    typer.Option("--api-key", envvar="CONDUKT_API_KEY", help="The API key (default: the provider's variable)."),
+    typer.Option(
+        "--api-key", metavar="KEY", envvar="CONDUKT_API_KEY", help="The API key (default: the provider's variable)."
+    ),
 ]
-ToolsOption = Annotated[ToolSet, typer.Option("--tools", help="The tools the agent may use.")]
+ToolsOption = Annotated[
+    ToolSet | None,
+    typer.Option(
+        "--tools",
+        help="Built-in tools for the agent (default: coding; with --agent, the agent's own).",
+        show_default=False,
+    ),
+]
 CwdOption = Annotated[
-    Path, typer.Option("--cwd", help="The agent's working directory.", file_okay=False, exists=True, resolve_path=True)
+    Path,
+    typer.Option(
+        "--cwd",
+        metavar="DIR",
+        help="The agent's working directory.",
+        file_okay=False,
+        exists=True,
+        resolve_path=True,
+    ),
 ]
-SystemOption = Annotated[str | None, typer.Option("--system", help="A system prompt.")]
+SystemOption = Annotated[str | None, typer.Option("--system", metavar="TEXT", help="A system prompt.")]
 ThinkingOption = Annotated[
-    str | None, typer.Option("--thinking", help="Thinking level: off, minimal, low, medium, high.")
+    str | None,
+    typer.Option(
+        "--thinking", metavar="LEVEL", callback=_check_thinking, help=f"Thinking level: {', '.join(THINKING_LEVELS)}."
+    ),
 ]
 PricesOption = Annotated[
     str | None,
-    typer.Option("--prices", help="Dollars per million input,output tokens (e.g. 3,15), to show the cost."),
+    typer.Option(
+        "--prices",
+        metavar="IN,OUT",
+        callback=_check_prices,
+        help="Dollars per million input,output tokens (e.g. 3,15), to show the cost.",
+    ),
 ]
-
-
-def agent_options(
-    model: str | None,
-    base_url: str | None,
-    api_key: str | None,
-    tools: ToolSet,
-    cwd: Path,
-    system: str | None,
-    thinking: str | None,
-) -> dict[str, Any]:
-    """The agent's start options from the command line and the environment."""
-    if model is None:
-        model = next((name for env, name in DEFAULT_MODELS if os.environ.get(env)), None)
-        if model is None:
-            raise UsageError("no model: pass --model provider:name or set CONDUKT_MODEL (and the provider's key)")
-    chosen = {
-        ToolSet.coding: condukt.tools.coding_tools(),
-        ToolSet.read_only: condukt.tools.read_only_tools(),
-        ToolSet.none: [],
-    }[tools]
-    options: dict[str, Any] = {"model": model, "tools": chosen, "cwd": str(cwd)}
-    if base_url is not None:
-        options["base_url"] = base_url
-    if api_key is not None:
-        options["api_key"] = api_key
-    if system is not None:
-        options["system_prompt"] = system
-    if thinking is not None:
-        options["thinking_level"] = thinking
-    return options
-
-
-def parse_prices(text: str | None) -> tuple[float, float] | None:
-    """``"3,15"`` -> ``(3.0, 15.0)``."""
-    if text is None:
-        return None
-    try:
-        input_price, output_price = (float(part) for part in text.split(","))
-    except ValueError:
-        raise UsageError(f"--prices takes INPUT,OUTPUT dollars per million tokens, got {text!r}") from None
-    return input_price, output_price
 
 
 # ----------------------------------------------------------------------------- run
 
 
-@app.command()
+@app.command(cls=_Command)
 def run(
-    prompt: Annotated[str, typer.Argument(help="What to ask; '-' reads it from stdin.")],
+    prompt: Annotated[str, typer.Argument(metavar="PROMPT", help="What to ask; '-' reads it from stdin.")],
+    agent: AgentOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = None,
-    tools: ToolsOption = ToolSet.coding,
+    tools: ToolsOption = None,
+    mcp: McpOption = None,
     cwd: CwdOption = Path("."),
     system: SystemOption = None,
     thinking: ThinkingOption = None,
-    max_turns: Annotated[int | None, typer.Option("--max-turns", help="Stop after this many model requests.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds the run may take.")] = 600.0,
+    max_turns: Annotated[
+        int | None, typer.Option("--max-turns", metavar="N", help="Stop after this many model requests.")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds the run may take.")] = 600.0,
     prices: PricesOption = None,
     json_lines: Annotated[bool, typer.Option("--json", help="Print one JSON line per event instead.")] = False,
 ) -> None:
@@ -210,11 +223,14 @@ def run(
 
     async def main() -> int:
         text = sys.stdin.read() if prompt == "-" else prompt
-        options = agent_options(model, base_url, api_key, tools, cwd, system, thinking)
+        choice = choose_agent(
+            agent=agent, model=model, base_url=base_url, api_key=api_key, tools=tools, cwd=cwd,
+            system=system, thinking=thinking, mcp=mcp or (),
+        )  # fmt: skip
         price_pair = parse_prices(prices)
         async with condukt.open_node() as node:
-            agent = await node.spawn(condukt.Agent, **options)
-            async with agent.stream(text, timeout=timeout, max_turns=max_turns) as events:
+            handle = await node.spawn(choice.agent, **choice.options)
+            async with handle.stream(text, timeout=timeout, max_turns=max_turns) as events:
                 if json_lines:
                     printer = JsonPrinter(sys.stdout)
                     async for event in events:
@@ -230,18 +246,20 @@ def run(
             return 1
         return 0 if events.done is not None and events.done.status == "completed" else 1
 
-    _execute(main)
+    execute(main)
 
 
 # ----------------------------------------------------------------------------- chat
 
 
-@app.command()
+@app.command(cls=_Command)
 def chat(
+    agent: AgentOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = None,
-    tools: ToolsOption = ToolSet.coding,
+    tools: ToolsOption = None,
+    mcp: McpOption = None,
     cwd: CwdOption = Path("."),
     system: SystemOption = None,
     thinking: ThinkingOption = None,
@@ -256,10 +274,13 @@ def chat(
     from ._chat import chat_session
 
     async def main() -> int:
-        options = agent_options(model, base_url, api_key, tools, cwd, system, thinking)
-        return await chat_session(options, Console(highlight=False), prices=parse_prices(prices))
+        choice = choose_agent(
+            agent=agent, model=model, base_url=base_url, api_key=api_key, tools=tools, cwd=cwd,
+            system=system, thinking=thinking, mcp=mcp or (),
+        )  # fmt: skip
+        return await chat_session(choice, Console(highlight=False), prices=parse_prices(prices))
 
-    _execute(main)
+    execute(main)
 
 
 # ----------------------------------------------------------------------------- serve
@@ -267,81 +288,135 @@ def chat(
 
 def load_app(target: str) -> Any:
     """The object ``MODULE:ATTR`` names (attributes may be dotted), imported from the current directory too."""
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise UsageError(f"expected MODULE:APP, got {target!r}")
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    return load_object(target, "MODULE:APP")
+
+
+def _agent_app(choice: AgentChoice, token: str | None) -> Any:
     try:
-        value: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
-            raise UsageError(f"no module named {module_name!r}") from None
-        raise
-    for part in attribute.split("."):
-        try:
-            value = getattr(value, part)
-        except AttributeError:
-            raise UsageError(f"module {module_name!r} has no attribute {attribute!r}") from None
-    return value
+        import condukt.web
+    except ImportError:
+        raise CommandError("condukt serve --agent needs condukt.web: pip install 'condukt[cli,web]'") from None
+    spec = condukt.ChildSpec(None, choice.agent, kwargs=choice.options)
+    return condukt.web.create_app(agents={route_name(choice.agent): spec}, token=token)
 
 
-@app.command()
+async def _serve_app(application: Any, host: str, port: int, after: str | None = None) -> int:
+    try:
+        from hypercorn.config import Config
+        from hypercorn.trio import serve as hypercorn_serve
+    except ImportError:
+        raise CommandError("condukt serve needs hypercorn: pip install 'condukt[cli]'") from None
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    # Set, not left to hypercorn's defaults, because they are what stops slow clients: a connection
+    # without a request in progress (headers still arriving, or nothing sent) is closed after the
+    # keep-alive timeout, and a request's headers may hold 16 KiB at most (docs/http.md, "Security").
+    config.keep_alive_timeout = 5.0
+    config.h11_max_incomplete_size = 16 * 1024
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+
+        async def shutdown_trigger() -> None:
+            async for _ in signals:
+                return
+
+        async with trio.open_nursery() as nursery:
+            start = functools.partial(
+                hypercorn_serve, application, config, mode="asgi", shutdown_trigger=shutdown_trigger
+            )
+            binds = await start_listening(nursery, start, host, port)
+            print(f"serving on {' '.join(binds)}", flush=True)
+            if after:
+                print(after.format(url=binds[0]), flush=True)
+    print("stopped", flush=True)
+    return 0
+
+
+@app.command(cls=_Command)
 def serve(
-    target: Annotated[str, typer.Argument(metavar="MODULE:APP", help="The ASGI application, e.g. myservice:app.")],
-    host: Annotated[str, typer.Option("--host", help="The address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="The port (0: any free port).")] = 8000,
+    ctx: typer.Context,
+    target: Annotated[
+        str | None,
+        typer.Argument(metavar="MODULE:APP", help="The ASGI application, e.g. myservice:app (or --agent)."),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", metavar="MODULE:CLASS", help="Serve this agent class over condukt's HTTP API instead of an app."
+        ),
+    ] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    mcp: McpOption = None,
+    token: Annotated[
+        str | None,
+        typer.Option("--token", metavar="TOKEN", envvar="CONDUKT_TOKEN", help="With --agent: the bearer token."),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", metavar="HOST", help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", help="The port (0: any free port).")] = 8000,
 ) -> None:
     """Serve an ASGI application (condukt.web, FastAPI, Starlette...) with hypercorn on trio.
 
     Prints "serving on http://HOST:PORT" once listening; Ctrl-C (or
     SIGTERM) shuts it down gracefully (requests in flight finish, the app's
-    lifespan shutdown runs) and exits 0.
+    lifespan shutdown runs) and exits 0. With --agent MODULE:CLASS it
+    serves that agent at /agents/NAME (condukt.web.create_app).
     """
 
     async def main() -> int:
-        try:
-            from hypercorn.config import Config
-            from hypercorn.trio import serve as hypercorn_serve
-        except ImportError:
-            raise UsageError("condukt serve needs hypercorn: pip install 'condukt[cli]'") from None
-        application = load_app(target)
-        config = Config()
-        config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-        config.accesslog = None
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        if (target is None) == (agent is None):
+            raise UsageError("give MODULE:APP or --agent MODULE:CLASS (one of them)")
+        if target is not None:
+            # Given on the command line, not by the environment (CONDUKT_MODEL, CONDUKT_TOKEN... may be set).
+            given = [
+                f"--{name.replace('_', '-')}"
+                for name in ("model", "base_url", "api_key", "mcp", "token")
+                if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
+            ]
+            if given:
+                raise UsageError(f"{', '.join(given)} only with --agent (MODULE:APP is served as it is)")
+            return await _serve_app(load_app(target), host, port)
+        choice = choose_agent(
+            agent=agent, model=model, base_url=base_url, api_key=api_key, tools=None, cwd=None, mcp=mcp or ()
+        )
+        name = route_name(choice.agent)
+        after = f"agent {name}: POST {{url}}/agents/{name}/runs"
+        return await _serve_app(_agent_app(choice, token), host, port, after)
 
-            async def shutdown_trigger() -> None:
-                async for _ in signals:
-                    return
-
-            async with trio.open_nursery() as nursery:
-                start = functools.partial(
-                    hypercorn_serve, application, config, mode="asgi", shutdown_trigger=shutdown_trigger
-                )
-                binds = await nursery.start(start)
-                print(f"serving on {' '.join(binds)}", flush=True)
-        print("stopped", flush=True)
-        return 0
-
-    _execute(main)
+    execute(main)
 
 
 # ----------------------------------------------------------------------------- observe
 
 
-@app.command()
+@app.command(cls=_Command)
 def observe(
     url: Annotated[
         str | None,
-        typer.Argument(help="A running app's address (its observer at /observer/); none: a live offline demo."),
+        typer.Argument(
+            metavar="URL", help="A running app's address (its observer at /observer/); none: a live offline demo."
+        ),
     ] = None,
     token: Annotated[
-        str | None, typer.Option("--token", envvar="CONDUKT_TOKEN", help="The app's bearer token.")
+        str | None,
+        typer.Option("--token", metavar="TOKEN", envvar="CONDUKT_TOKEN", help="The app's bearer token."),
     ] = None,
-    host: Annotated[str, typer.Option("--host", help="Demo: the address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Demo: the port (0: any free port).")] = 8001,
+    host: Annotated[str, typer.Option("--host", metavar="HOST", help="Demo: the address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", help="Demo: the port (0: any free port).")] = 8001,
     open_browser: Annotated[bool, typer.Option("--open/--no-open", help="Open the page in a browser.")] = True,
+    no_token: Annotated[
+        bool, typer.Option("--no-token", help="Demo: serve without a token (whoever reaches the port sees it all).")
+    ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host", metavar="NAME", help="Demo: another host name browsers use to reach it (repeatable)."
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Demo: log its flaky agent's crash reports on stderr too.")
+    ] = False,
 ) -> None:
     """The live dashboard of a node: its supervision tree, agents' runs and events, an abort button.
 
@@ -349,7 +424,9 @@ def observe(
     started with observer=True, the token in the page address's fragment
     (never sent to the server). Without: starts an offline demo node
     (scripted agents under a supervisor, busy with tool calls, one crashing
-    now and then) and serves its observer until Ctrl-C.
+    now and then, quietly unless --verbose) and serves its observer until
+    Ctrl-C, behind a token made for it (in the printed address's fragment)
+    unless --token or --no-token.
     """
     import webbrowser
 
@@ -362,34 +439,36 @@ def observe(
             webbrowser.open(page)
         raise typer.Exit(0)
 
-    from ._observe import demo_workload
+    from ._observe import demo_crashes_quiet, demo_workload
 
     async def main() -> int:
-        async with condukt.open_node() as node, trio.open_nursery() as nursery:
-            await nursery.start(demo_workload, node)
-            address = await nursery.start(
-                functools.partial(observer_web.serve, node, host=host, port=port, token=token)
-            )
-            page = observer_web.page_url(address, token, path="/")
-            print(f"observing a demo node at {page} (Ctrl-C stops)", flush=True)
-            if open_browser:
-                webbrowser.open(page)
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with condukt.open_node() as node, trio.open_nursery() as nursery:
+                await nursery.start(demo_workload, node)
+                chosen = None if no_token else token if token is not None else observer_web.NEW_TOKEN
+                start = functools.partial(
+                    observer_web.serve, node, host=host, port=port, token=chosen, allowed_hosts=allow_host or ()
+                )
+                page = await start_listening(nursery, start, host, port)
+                print(f"observing a demo node at {page} (Ctrl-C stops)", flush=True)
+                if open_browser:
+                    webbrowser.open(page)
                 async for _ in signals:
                     break
-            nursery.cancel_scope.cancel()
+                nursery.cancel_scope.cancel()
         print("stopped", flush=True)
         return 0
 
-    _execute(main)
+    with contextlib.nullcontext() if verbose else demo_crashes_quiet():
+        execute(main)
 
 
 # ----------------------------------------------------------------------------- demo
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
-    which: Annotated[str, typer.Argument(help="agents (default) or runtime.")] = "agents",
+    which: Annotated[str, typer.Argument(metavar="[agents|runtime]", help="agents (default) or runtime.")] = "agents",
     live: Annotated[
         bool, typer.Option("--live", help="Use a real provider (ANTHROPIC_API_KEY or OPENAI_API_KEY) instead.")
     ] = False,
@@ -406,6 +485,26 @@ def demo(
     else:
         print(f"error: no demo named {which!r} (agents, runtime)", file=sys.stderr)
         raise typer.Exit(2)
+
+
+# ----------------------------------------------------------------------------- test-server
+
+
+@app.command(
+    "test-server",
+    cls=_Command,
+    add_help_option=False,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def test_server(ctx: typer.Context) -> None:
+    """A local server speaking the providers' wire formats, answering a script (--help for its options).
+
+    The same program as python -m condukt.testing.server: prints its base
+    URL first, then serves until Ctrl-C.
+    """
+    from ..testing.server import main as server_main
+
+    raise typer.Exit(server_main(ctx.args, prog="condukt test-server"))
 
 
 def main() -> None:

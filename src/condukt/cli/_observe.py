@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import trio
@@ -10,7 +13,11 @@ import trio
 import condukt
 from condukt.testing import FunctionModel, call, reply
 
-__all__ = ["demo_workload"]
+__all__ = ["DemoCrash", "demo_crashes_quiet", "demo_workload"]
+
+
+class DemoCrash(RuntimeError):
+    """The demo's flaky agent's deliberate bug (``condukt observe`` keeps its crash reports off the terminal)."""
 
 
 @condukt.tool
@@ -29,7 +36,7 @@ def _reviewer(request: condukt.ModelRequest) -> Any:
 
 def _flaky(request: condukt.ModelRequest) -> Any:
     if "crash" in request.messages[-1].text:
-        raise RuntimeError("a bug in the agent: the supervisor restarts it")
+        raise DemoCrash("a bug in the agent: the supervisor restarts it")
     return reply("ok")
 
 
@@ -49,8 +56,28 @@ class Flaky(condukt.Agent):
     model = FunctionModel(_flaky)
 
 
-async def demo_workload(node: condukt.Node, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """A supervisor of three reviewers and a flaky agent, kept busy until cancelled (offline, scripted)."""
+class _QuietDemo(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = record.exc_info
+        return not (info and isinstance(info[1], DemoCrash))
+
+
+@contextlib.contextmanager
+def demo_crashes_quiet() -> Iterator[None]:
+    """Within: the crash reports of the demo's flaky agent are not logged (its other logs are)."""
+    quiet = _QuietDemo()
+    logger = logging.getLogger("condukt.otp")
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
+async def demo_workload(
+    node: condukt.Node, *, crash_every: float = 12.0, task_status: Any = trio.TASK_STATUS_IGNORED
+) -> None:
+    """A supervisor of three reviewers and a flaky agent crashing every ``crash_every`` s, busy until cancelled."""
     children = [condukt.ChildSpec(f"reviewer-{i}", Reviewer, name=f"reviewer-{i}") for i in (1, 2, 3)]
     children.append(condukt.ChildSpec("flaky", Flaky, name="flaky"))
     await node.start_supervisor(children, strategy="one_for_one", max_restarts=100, max_seconds=60.0, name="demo")
@@ -58,7 +85,7 @@ async def demo_workload(node: condukt.Node, *, task_status: Any = trio.TASK_STAT
     async with trio.open_nursery() as nursery:
         for i in (1, 2, 3):
             nursery.start_soon(_keep_reviewing, node, f"reviewer-{i}", i)
-        nursery.start_soon(_crash_now_and_then, node)
+        nursery.start_soon(_crash_now_and_then, node, crash_every)
 
 
 async def _keep_reviewing(node: condukt.Node, name: str, offset: int) -> None:
@@ -73,9 +100,9 @@ async def _keep_reviewing(node: condukt.Node, name: str, offset: int) -> None:
         await trio.sleep(1.0)
 
 
-async def _crash_now_and_then(node: condukt.Node) -> None:
+async def _crash_now_and_then(node: condukt.Node, every: float) -> None:
     while True:
-        await trio.sleep(12.0)
+        await trio.sleep(every)
         agent = node.whereis("flaky", condukt.AgentHandle)
         if isinstance(agent, condukt.AgentHandle):
             try:

@@ -52,12 +52,24 @@ class Renderer:
     compact panels; the end of a run prints its token usage, and its cost
     at ``prices`` (dollars per million input and output tokens) when given,
     else the cost the provider's price table put in the usage, when known.
-    Run errors are shown unless ``errors=False``.
+    Run errors are shown unless ``errors=False``; an aborted or timed-out
+    run is reported once, by one line.
     Use it as a context manager around one or more runs; feed it with
     :meth:`handle`.
+
+    ``live=False`` leaves the live part (text in progress, spinner) to
+    the caller, who draws :meth:`live_view` where it fits (``condukt chat``
+    draws it above its input line); only finished pieces are printed then.
     """
 
-    def __init__(self, console: Console, *, prices: tuple[float, float] | None = None, errors: bool = True) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        prices: tuple[float, float] | None = None,
+        errors: bool = True,
+        live: bool = True,
+    ) -> None:
         self.console = console
         self.prices = prices
         #: Whether :class:`~condukt.events.Error` events are shown (``condukt run`` puts them on stderr).
@@ -65,11 +77,18 @@ class Renderer:
         self._text = ""
         self._thinking = ""
         self._status: str | None = None
+        self._error: ev.Error | None = None
+        self._later: list[RenderableType] = []
         self._spinner = Spinner("dots")
-        self._live = Live(console=console, transient=True, refresh_per_second=12, get_renderable=self._renderable)
+        self._live = (
+            Live(console=console, transient=True, refresh_per_second=12, get_renderable=self._renderable)
+            if live
+            else None
+        )
 
     def __enter__(self) -> Renderer:
-        self._live.start()
+        if self._live is not None:
+            self._live.start()
         return self
 
     def __exit__(
@@ -77,7 +96,14 @@ class Renderer:
     ) -> None:
         self.flush()
         self._status = None
-        self._live.stop()
+        if self._live is not None:
+            self._live.stop()
+
+    def live_view(self) -> RenderableType | None:
+        """What is in progress (thinking, text, the spinner and its status), or ``None`` when nothing is."""
+        if not (self._thinking or self._text or self._status is not None):
+            return None
+        return self._renderable()
 
     def _markup(self, text: str) -> RenderableType:
         return Markdown(text) if self.console.is_terminal else Text(text)
@@ -100,13 +126,22 @@ class Renderer:
         self._status = status
 
     def flush(self) -> None:
-        """Print the thinking and text received so far for good."""
+        """Print the thinking and text received so far for good, then what :meth:`after_text` held back."""
         if self._thinking:
             self.console.print(Text(self._thinking.strip(), style="dim italic"))
             self._thinking = ""
         if self._text:
             self.console.print(self._markup(self._text.strip()))
             self._text = ""
+        later, self._later = self._later, []
+        for renderable in later:
+            self.console.print(renderable, soft_wrap=True)
+
+    def after_text(self, renderable: RenderableType) -> None:
+        """Print ``renderable`` now if no text is in progress, else once that text is printed (no line cut in two)."""
+        self._later.append(renderable)
+        if not (self._thinking or self._text):
+            self.flush()
 
     def note(self, text: str, style: str = "dim") -> None:
         """Print a line outside the stream (a command's answer, a hint)."""
@@ -174,15 +209,22 @@ class Renderer:
             assert isinstance(event, ev.Error)
             self.flush()
             self._status = None
-            if self.errors:
-                line = Text(f"error: {event.error_type}: {event.message}", style="bold red")
-                self.console.print(line, soft_wrap=True)
+            self._error = event  # shown with the Done that follows, which says whether it was an abort
         elif kind is ev.Done:
             assert isinstance(event, ev.Done)
             self.flush()
             self._status = None
-            if event.status in ("aborted", "timeout"):
-                self.console.print(Text(f"run {event.status}", style="yellow"))
+            error, self._error = self._error, None
+            if not self.errors:
+                pass  # the caller reports how the run ended (condukt run: one line on stderr)
+            elif event.status == "aborted":
+                self.console.print(Text("run aborted", style="yellow"))
+            elif event.status == "timeout":
+                detail = f": {error.message}" if error is not None and error.message else ""
+                self.console.print(Text(f"run timed out{detail}", style="yellow"), soft_wrap=True)
+            elif error is not None:
+                line = Text(f"error: {error.error_type}: {error.message}", style="bold red")
+                self.console.print(line, soft_wrap=True)
         elif kind is ev.SubagentEvent:
             assert isinstance(event, ev.SubagentEvent)
             self._subagent(event)

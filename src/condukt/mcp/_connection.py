@@ -6,15 +6,21 @@ One :class:`Channel` per server definition and node (or per agent, with
 the transport and the session for one incarnation: it connects, lists the
 tools, re-lists them on ``notifications/tools/list_changed``, and crashes
 when the transport ends (the server exited), so its supervisor restarts it
-within its intensity. Tool calls do not go through the process's mailbox:
-they are requests on the session, made from the calling tool's task, so a
-call costs what the SDK's own client costs.
+within its intensity. When the supervisor gives up, the channel's
+:class:`Keeper` starts a new one after a back-off (doubling up to
+``max_retry_delay``), so a server that is down for a while is retried, not
+given up on. Tool calls do not go through the process's mailbox: they are
+requests on the session, made from the calling tool's task, so a call costs
+what the SDK's own client costs. A stdio server's stderr is kept (its last
+:data:`STDERR_TAIL` bytes) to say why it failed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sys
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any
@@ -28,30 +34,25 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from ..otp import CallError, ChildSpec, ConduktError, Node, NoProc, Server, SupervisorHandle
+from ..otp import CallError, ChildSpec, Down, Node, NoProc, Server, SupervisorHandle
 from ..sandbox import Local
 from ..secrets import NO_SECRETS, Secrets, resolve_secrets
 from ..tools import ToolError
+from ._errors import ConnectionLost, McpConnectError, McpRequestError
 
 if TYPE_CHECKING:
     from ._definition import McpServer
 
-__all__ = ["Channel", "Connection", "ConnectionLost", "McpConnectError"]
+__all__ = ["STDERR_TAIL", "Channel", "Connection", "ConnectionLost", "Keeper", "McpConnectError", "McpRequestError"]
 
 logger = logging.getLogger("condukt.mcp")
 
 #: Channels by node, then by connection key.
 _CHANNELS: weakref.WeakKeyDictionary[Node, dict[Hashable, Channel]] = weakref.WeakKeyDictionary()
+#: How much of a stdio server's stderr a connection keeps (its end), to say why the server failed.
+STDERR_TAIL = 4096
 #: A stdio server's whole tree goes with its launcher (a child subreaper on Linux; see condukt.sandbox.Local).
 _LAUNCHER = Local()
-
-
-class McpConnectError(ConduktError):
-    """An MCP server could not be started or connected to (raised by the agent's start)."""
-
-
-class ConnectionLost(ConduktError):
-    """The MCP server closed the connection (it exited): the connection process crashes and is restarted."""
 
 
 class Channel:
@@ -75,6 +76,15 @@ class Channel:
         self.secrets: Secrets = NO_SECRETS
         self.env: dict[str, str] = {}
         self.headers: dict[str, str] = {}
+        #: What the server said it can do (``initialize``), once connected.
+        self.capabilities: types.ServerCapabilities | None = None
+        #: The end of a stdio server's stderr (every incarnation's, the latest last).
+        self.stderr = bytearray()
+        #: Successful connections so far (the keeper's back-off starts over after one).
+        self.connects = 0
+        #: When the keeper starts the connection again (trio time), while it waits to.
+        self.retry_at: float | None = None
+        self.keeper: Any = None
 
     # ------------------------------------------------------------------ sharing
 
@@ -101,7 +111,9 @@ class Channel:
             with trio.move_on_after(definition.connect_timeout) as scope:
                 await channel.session()
             if scope.cancelled_caught:
-                raise McpConnectError(f"{definition!r} did not connect within {definition.connect_timeout:g}s")
+                why = f": {channel.why()}" if channel.error is not None or channel.stderr else ""
+                raise McpConnectError(channel.redact(
+                    f"{definition!r} did not connect within {definition.connect_timeout:g}s{why}"))
         except ToolError as exc:
             await channel.release()
             raise McpConnectError(str(exc)) from None
@@ -130,11 +142,7 @@ class Channel:
 
             self.env = resolved("env", definition.env)
             self.headers = resolved("header", definition.headers)
-            self.supervisor = await self.node.start_supervisor(
-                [ChildSpec("connection", Connection, args=(self,), restart="permanent")],
-                max_restarts=definition.max_restarts,
-                max_seconds=definition.max_seconds,
-            )
+            self.keeper = await self.node.spawn(Keeper, self)
         finally:
             self.started.set()
 
@@ -150,9 +158,13 @@ class Channel:
         table = _CHANNELS.get(self.node)
         if table is not None and table.get(self.key) is self:
             del table[self.key]
+        keeper = self.keeper
+        if keeper is not None and keeper.alive:
+            # NoProc/CallError: it exited meanwhile (the node is closing): nothing to stop.
+            with trio.CancelScope(shield=True), contextlib.suppress(NoProc, CallError):
+                await keeper.stop("shutdown", timeout=None)
         supervisor = self.supervisor
         if supervisor is not None and supervisor.alive:
-            # NoProc/CallError: it exited meanwhile (the node is closing, or it gave up): nothing to stop.
             with trio.CancelScope(shield=True), contextlib.suppress(NoProc, CallError):
                 await supervisor.stop("shutdown", timeout=None)
 
@@ -176,22 +188,33 @@ class Channel:
                 return current
             supervisor = self.supervisor
             if supervisor is None or not supervisor.alive:
-                raise ToolError(self.redact(f"{self.definition!r} is not running: {self._why()}"))
+                raise ToolError(self.redact(f"{self.definition!r} is not running: {self.why()}"))
             async with trio.open_nursery() as race:
                 race.start_soon(_first, race, self.up.wait)
                 race.start_soon(_first, race, supervisor.wait)
 
-    def _why(self) -> str:
+    def why(self) -> str:
+        """Why the connection is down: the last error, the server's stderr tail, when it is tried again."""
         error = self.error
         if error is None:
-            return "stopped"
-        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-            error = error.exceptions[0]
-        return f"{type(error).__name__}: {error}"
+            text = "stopped"
+        else:
+            while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+                error = error.exceptions[0]
+            text = f"{type(error).__name__}: {error}"
+        tail = self.stderr.decode("utf-8", "replace").strip()
+        if tail:
+            text += f"; its stderr ends with:\n{tail}"
+        if self.retry_at is not None:
+            text += f"\n(tried again in {max(0.0, self.retry_at - trio.current_time()):.0f} s)"
+        return text
 
-    def connected(self, session: ClientSession, listing: tuple[types.Tool, ...]) -> None:
+    def connected(self, session: ClientSession, listing: tuple[types.Tool, ...],
+                  capabilities: types.ServerCapabilities | None = None) -> None:
         """A connection is up with ``listing``."""
         self.current = session
+        self.capabilities = capabilities
+        self.connects += 1
         self.listed(listing)
         self.up.set()
 
@@ -240,6 +263,68 @@ def _label(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name).upper()
 
 
+class Keeper(Server):
+    """Keeps a connection's supervisor going: when it gives up, a new one after a back-off.
+
+    OTP's intensity (``max_restarts`` in ``max_seconds``) stops a server
+    that crashes in a loop; a server that is *down* (a service restarting,
+    a network outage) is another matter: after the supervisor gave up, the
+    keeper starts a new one after ``retry_delay`` seconds, doubling each
+    time up to ``max_retry_delay`` (the delay starts over once a connection
+    succeeded). Meanwhile the agents offer none of the server's tools and a
+    call gets an error result saying why and when it is tried again. With
+    ``retry_delay=None``, or for a server that never connected (the agent's
+    start fails then, saying why), the keeper gives up with the supervisor.
+    """
+
+    async def init(self, channel: Channel) -> None:
+        self.channel = channel
+        self.failures = 0
+        self.seen_connects = 0
+        await self._start()
+
+    async def _start(self) -> None:
+        channel = self.channel
+        definition = channel.definition
+        channel.retry_at = None
+        supervisor = await self.node.start_supervisor(
+            [ChildSpec("connection", Connection, args=(channel,), restart="permanent")],
+            max_restarts=definition.max_restarts,
+            max_seconds=definition.max_seconds,
+        )
+        channel.supervisor = supervisor
+        self.monitor(supervisor)
+
+    async def handle_info(self, message: Any) -> None:
+        channel = self.channel
+        if type(message) is Down and message.handle == channel.supervisor:
+            definition = channel.definition
+            if definition.retry_delay is None or not channel.connects:
+                return  # never up: the agent's start fails with why (McpConnectError), nothing to retry for
+            if channel.connects != self.seen_connects:  # it was up since the last give-up: start over
+                self.seen_connects = channel.connects
+                self.failures = 0
+            delay = min(definition.retry_delay * 2**self.failures, definition.max_retry_delay)
+            self.failures += 1
+            channel.retry_at = trio.current_time() + delay
+            logger.warning("%r gave up after %d restarts; trying again in %g s: %s", definition,
+                           definition.max_restarts, delay, channel.redact(channel.why()))
+            self.send_after(delay, _RETRY)
+        elif message is _RETRY:
+            await self._start()
+        else:
+            await super().handle_info(message)
+
+    async def terminate(self, reason: Any) -> None:
+        supervisor = self.channel.supervisor
+        if supervisor is not None and supervisor.alive:
+            with contextlib.suppress(NoProc, CallError):
+                await supervisor.stop("shutdown", timeout=None)
+
+
+_RETRY = "condukt.mcp:retry"
+
+
 class Connection(Server):
     """One incarnation of a connection: transport, session, tool listing.
 
@@ -274,8 +359,8 @@ class Connection(Server):
                 message_handler=self._on_message,
                 client_info=types.Implementation(name="condukt", version=_version()),
             ) as session:
-                await session.initialize()
-                channel.connected(session, await _list_tools(session))
+                initialized = await session.initialize()
+                channel.connected(session, await _list_tools(session), initialized.capabilities)
                 while True:
                     await self.wake.wait()
                     self.wake = trio.Event()
@@ -360,12 +445,29 @@ async def _transport(channel: Channel) -> AsyncIterator[tuple[Any, Any]]:
     if definition.transport == "stdio":
         command = list(definition.command)
         if definition.reap:
-            command = _LAUNCHER.command(command, cwd=definition.path(), env=channel.env)
+            command = _LAUNCHER.command(
+                command, cwd=definition.path(), env=channel.env, stdin_grace=definition.close_timeout
+            )
         parameters = StdioServerParameters(
             command=command[0], args=command[1:], env=channel.env or None, cwd=definition.cwd
         )
-        async with stdio_client(parameters) as streams:
-            yield streams
+        # The server's stderr through a pipe: passed on to ours (as the SDK does), its end kept.
+        channel.stderr.clear()  # this attempt's, to say why it failed
+        read_fd, write_fd = os.pipe()
+        errlog = os.fdopen(write_fd, "w")
+        drained = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_drain, read_fd, channel, drained)
+            try:
+                async with stdio_client(parameters, errlog=errlog) as streams:
+                    errlog.close()  # the server has its own copy: its exit ends the pipe
+                    yield streams
+            finally:
+                errlog.close()
+                with trio.move_on_after(1.0) as grace:
+                    grace.shield = True
+                    await drained.wait()  # what the server wrote as it failed
+                nursery.cancel_scope.cancel()
     elif definition.transport == "http":
         timeout = httpx2.Timeout(30.0, read=300.0)
         async with httpx2.AsyncClient(headers=channel.headers, timeout=timeout) as client:
@@ -374,6 +476,23 @@ async def _transport(channel: Channel) -> AsyncIterator[tuple[Any, Any]]:
     else:
         async with sse_client(definition.url, headers=channel.headers or None) as streams:
             yield streams[0], streams[1]
+
+
+async def _drain(fd: int, channel: Channel, drained: trio.Event) -> None:
+    """Pass a stdio server's stderr on to ours, keeping its last :data:`STDERR_TAIL` bytes on the channel."""
+    try:
+        async with trio.lowlevel.FdStream(fd) as stream:
+            while chunk := await stream.receive_some(65536):
+                tail = channel.stderr
+                tail += chunk
+                if len(tail) > STDERR_TAIL:
+                    del tail[: len(tail) - STDERR_TAIL]
+                try:
+                    sys.stderr.write(chunk.decode("utf-8", "replace"))
+                except (OSError, ValueError):
+                    pass  # no stderr of ours (closed): the tail is kept all the same
+    finally:
+        drained.set()
 
 
 def _version() -> str:

@@ -145,7 +145,7 @@ def _content(blocks: Iterable[TextBlock | ImageBlock | DocumentBlock]) -> list[t
     content: list[types.ContentBlock] = []
     for block in blocks:
         if isinstance(block, TextBlock):
-            content.append(types.TextContent(type="text", text=block.text))
+            content.append(types.TextContent(type="text", text=_well_formed(block.text)))
         elif isinstance(block, DocumentBlock):
             # MCP has no document content: an embedded resource carries it, named by its title;
             # a text document as a text resource, which clients read (a blob of text they only list).
@@ -153,7 +153,7 @@ def _content(blocks: Iterable[TextBlock | ImageBlock | DocumentBlock]) -> list[t
             text = _text_of(block)
             resource: types.TextResourceContents | types.BlobResourceContents
             if text is not None:
-                resource = types.TextResourceContents(uri=uri, mime_type=block.media_type, text=text)
+                resource = types.TextResourceContents(uri=uri, mime_type=block.media_type, text=_well_formed(text))
             else:
                 resource = types.BlobResourceContents(uri=uri, mime_type=block.media_type, blob=block.data)
             content.append(types.EmbeddedResource(type="resource", resource=resource))
@@ -173,7 +173,28 @@ def _text_of(block: DocumentBlock) -> str | None:
 
 
 def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=f"Error: {message}")], is_error=True)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=_well_formed(f"Error: {message}"))], is_error=True
+    )
+
+
+def _well_formed(value: Any) -> Any:
+    """``value`` with lone surrogates (no UTF-8 form) as U+FFFD, in strings, lists and dicts.
+
+    The SDK's JSON encoder (pydantic's) fails on them, which lost the whole
+    result; it cannot write them as JSON escapes either, so they are replaced.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {_well_formed(key): _well_formed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_well_formed(item) for item in value]
+    return value
 
 
 def server_for(
@@ -227,6 +248,7 @@ def server_for(
             return _error(f"{type(exc).__name__}: {exc}")
         if structured is not None and attrs.has(type(structured)):
             structured = unstructure(structured)
+        structured = _well_formed(structured)
         return types.CallToolResult(content=_content(blocks), structured_content=structured)
 
     return Server(name, on_list_tools=on_list_tools, on_call_tool=on_call_tool)

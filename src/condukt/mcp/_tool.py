@@ -8,9 +8,12 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from ..events import ToolProgress
 from ..messages import DocumentBlock, ImageBlock, TextBlock
+from ..schema import Schema
 from ..tools import Tool, ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -30,11 +33,19 @@ def tool_name(prefix: str | None, name: str) -> str:
 class McpTool(Tool):
     """One tool of an MCP server, called through its connection.
 
+    Its input schema is the server's, as an untrusted
+    :class:`~condukt.schema.Schema`: a reference outside it (a URL, a file)
+    is refused when the tool is listed (the tool is left out, logged), and
+    its regexes run on RE2, never in a backtracking engine on the node's
+    thread.
+
     ``call`` sends ``tools/call`` on the connection's session (waiting for a
     connection being restarted); the agent's tool timeout and abort cancel
     it, and the SDK then sends ``notifications/cancelled`` to the server. A
     result with ``isError`` and a protocol error are raised as
-    :class:`~condukt.tools.ToolError` (an error result for the model).
+    :class:`~condukt.tools.ToolError` (an error result for the model). The
+    server's progress notifications are :class:`~condukt.events.ToolProgress`
+    events of the calling run.
     """
 
     def __init__(self, channel: Channel, remote: types.Tool, prefix: str | None) -> None:
@@ -45,14 +56,28 @@ class McpTool(Tool):
         self.description = remote.description or remote.title or remote.name
         schema = dict(remote.input_schema)
         schema.setdefault("type", "object")
-        self.parameters = schema
+        # The server's schema: nothing it refers to is fetched, its regexes run on RE2 (ValueError otherwise).
+        self.parameters = Schema.of(schema, untrusted=True)
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Call the tool on the server. Cancelling it cancels the request (the server is told)."""
+        """Call the tool on the server. Cancelling it cancels the request (the server is told).
+
+        The server's progress notifications for the call are
+        :class:`~condukt.events.ToolProgress` events of the calling run.
+        """
         channel = self.channel
         session = await channel.session()
+        emit = context.emit
+        on_progress: ProgressFnT | None = None
+        if emit is not None:
+            call_id = context.tool_call_id
+
+            async def report(progress: float, total: float | None, message: str | None) -> None:
+                await emit(ToolProgress(call_id, channel.redact(message or ""), progress, total))
+
+            on_progress = report
         try:
-            result = await session.call_tool(self.remote_name, args)
+            result = await session.call_tool(self.remote_name, args, progress_callback=on_progress)
         except MCPError as exc:
             raise ToolError(channel.redact(f"MCP server error {exc.error.code}: {exc.error.message}")) from None
         content = render(result, channel.redact)

@@ -40,8 +40,20 @@ BASE_ENV = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
 
 #: Host variable names whose values are redacted from command output, even
 #: though they are never passed on (a command can still find them, e.g. in
-#: another process's ``/proc/<pid>/environ`` outside a sandbox).
-CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|_DSN$|_URL$|_URI$", re.IGNORECASE)
+#: another process's ``/proc/<pid>/environ`` outside a sandbox): ``*KEY*``,
+#: ``*TOKEN*``, ``*SECRET*``, ``*PASSW*`` (``PASSWORD``, ``PASSWD``),
+#: ``*PASSPHRASE*``, ``PASS`` and ``*_PASS``/``PASS_*``, ``*_PWD``
+#: (``MYSQL_PWD``; not the shell's ``PWD``/``OLDPWD``), ``*CREDENTIAL*``,
+#: ``*AUTH*``, ``*COOKIE*``, ``*SESSION*``, ``DSN``/``*_DSN``, ``*_URL``, ``*_URI``.
+CREDENTIAL_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|PASSPHRASE|(?:^|_)PASS(?:_|$)|_PWD(?:_|$)|CREDENTIAL|AUTH|COOKIE|SESSION"
+    r"|(?:^|_)DSN(?:_|$)|_URL$|_URI$",
+    re.IGNORECASE,
+)
+
+#: A URL whose userinfo holds a password (``postgres://user:password@host``): whatever the variable's
+#: name, its value (and the password alone) is redacted too.
+_USERINFO = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/?#@:]*:([^\s/?#@]+)@", re.IGNORECASE)
 
 #: Values shorter than this are not redacted: they would mangle ordinary text.
 _MIN_REDACT = 4
@@ -72,10 +84,23 @@ class ProcessResult:
 
 
 def redact_host_credentials(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with the values of host variables named like credentials replaced by ``[REDACTED:NAME]``."""
+    """``text`` with host credentials replaced by ``[REDACTED:NAME]``.
+
+    A credential is the value of a variable named like one
+    (:data:`CREDENTIAL_NAME`), or a value holding a URL with a password in
+    its userinfo (``postgres://user:password@host``, whatever the name),
+    whose password alone is redacted too. Values shorter than 4 characters
+    are left alone (they would mangle ordinary text).
+    """
     for name, value in (os.environ if environ is None else environ).items():
-        if len(value) >= _MIN_REDACT and CREDENTIAL_NAME.search(name) and value in text:
-            text = text.replace(value, f"[REDACTED:{name}]")
+        if len(value) < _MIN_REDACT:
+            continue
+        passwords = [p for p in _USERINFO.findall(value) if len(p) >= _MIN_REDACT] if "://" in value else []
+        if not passwords and not CREDENTIAL_NAME.search(name):
+            continue
+        for form in (value, *passwords):  # the whole value first: it contains the password
+            if form in text:
+                text = text.replace(form, f"[REDACTED:{name}]")
     return text
 
 

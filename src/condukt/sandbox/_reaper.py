@@ -13,6 +13,16 @@ status. Signals kill it as ``128 + signal`` like a shell.
 Without a subreaper (not Linux, or ``prctl`` refused) it still runs the
 command; the caller's process-group kill is then all there is.
 
+``_reaper.py --stdin-grace SECONDS COMMAND...`` also watches the standard
+input it shares with the command (a pipe, for an MCP server on stdio):
+once its writer closes it, the command gets ``SECONDS`` to exit on its
+own, then ``SIGTERM`` and as long again, then the tree is killed. A client
+that closes the pipe so sees the command gone within about twice
+``SECONDS`` even if it ignores the end of its input (the MCP SDK's own
+client waits a fixed 2 s before it signals; benchmarks/mcp_servers.py
+measures the difference). The launcher never reads the pipe: it polls it
+for a hang-up only.
+
 Hand-written because no well-kept package does this from Python without a
 compiler; it costs one interpreter start per command (measured in
 docs/benchmarks.md, "sandboxes").
@@ -106,9 +116,73 @@ class _Stop(Exception):
     pass
 
 
+def _exited(child: int) -> int | None:
+    """The command's wait status if it exited (other descendants reaped meanwhile), else ``None``."""
+    status = None
+    while True:
+        try:
+            pid, raw = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if pid == 0:
+            return status
+        if pid == child:
+            status = raw
+
+
+def _wait_with_stdin_grace(child: int, grace: float) -> int | None:
+    """Wait for the command; once stdin hangs up, ``grace`` seconds, ``SIGTERM``, ``grace`` more.
+
+    ``None`` when it outlived both (the caller kills the tree).
+    """
+    import select
+    import stat
+
+    poller = select.poll()
+    try:
+        piped = stat.S_ISFIFO(os.fstat(0).st_mode) or stat.S_ISSOCK(os.fstat(0).st_mode)
+    except OSError:
+        piped = False
+    if piped:  # (anything else never hangs up: the grace never starts)
+        poller.register(0, 0)  # no events asked: poll reports a hang-up (or an error) only
+    try:
+        pidfd = os.pidfd_open(child)  # Linux 5.3+
+        poller.register(pidfd, select.POLLIN)
+    except (AttributeError, OSError):
+        pidfd = -1
+    deadline = None
+    terminated = False
+    while True:
+        status = _exited(child)
+        if status is not None:
+            return status
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            if terminated:
+                return None
+            try:
+                os.kill(child, signal.SIGTERM)
+            except OSError:
+                pass
+            terminated = True
+            deadline = now + grace
+            continue
+        wait = None if deadline is None else deadline - now
+        if pidfd < 0:  # no pidfd: look at the child every 50 ms
+            wait = 0.05 if wait is None else min(wait, 0.05)
+        for fd, events in poller.poll(None if wait is None else max(wait * 1000, 1)):
+            if fd == 0 and events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) and deadline is None:
+                poller.unregister(0)
+                deadline = time.monotonic() + grace
+
+
 def main(argv: list[str]) -> int:
+    grace = None
+    if argv[:1] == ["--stdin-grace"] and len(argv) > 1:
+        grace = float(argv[1])
+        argv = argv[2:]
     if not argv:
-        sys.stderr.write("usage: _reaper.py COMMAND [ARGS...]\n")
+        sys.stderr.write("usage: _reaper.py [--stdin-grace SECONDS] COMMAND [ARGS...]\n")
         return 2
     reaping = _subreaper()
     stop: list[int] = []
@@ -130,7 +204,9 @@ def main(argv: list[str]) -> int:
         except PermissionError:
             sys.stderr.write(f"permission denied running {argv[0]}\n")
             return 126
-        while status is None:
+        if grace is not None:
+            status = _wait_with_stdin_grace(child, grace)
+        while status is None and grace is None:
             try:
                 pid, raw = os.waitpid(-1, 0)
             except ChildProcessError:

@@ -40,11 +40,26 @@ class Local(Sandbox):
             raise TypeError(f"reap must be a bool, got {type(reap).__name__}")
         self.reap = reap and sys.platform.startswith("linux")
 
-    def command(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], tree: bool = True) -> list[str]:
-        """``argv`` itself, or under the reaping launcher (``python -I -S _reaper.py argv...``)."""
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        tree: bool = True,
+        stdin_grace: float | None = None,
+    ) -> list[str]:
+        """``argv`` itself, or under the reaping launcher (``python -I -S _reaper.py argv...``).
+
+        ``stdin_grace``: once the command's standard input (a pipe) is
+        closed by its writer, the launcher gives the command that many
+        seconds to exit, then ``SIGTERM`` and as long again, then kills its
+        tree (for servers spoken to over stdin, such as MCP servers).
+        """
         if not self.reap or not tree:
             return list(argv)
-        return [sys.executable, "-I", "-S", _REAPER, *argv]
+        grace = () if stdin_grace is None else ("--stdin-grace", repr(float(stdin_grace)))
+        return [sys.executable, "-I", "-S", _REAPER, *grace, *argv]
 
     def stop_signal(self) -> int:
         """``SIGTERM`` for the launcher (it kills the tree, then exits); ``SIGKILL`` without one."""

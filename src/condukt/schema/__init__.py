@@ -17,12 +17,18 @@ data to the schema's Python type and back (:meth:`~Schema.convert`,
 :func:`is_structured_type` says whether a type is a class with fields
 (converted field by field). pydantic is not a dependency: it is used only
 for models the caller defined with it.
+
+Nothing is fetched: a reference outside the schema (a URL, a file) is
+refused when the schema is built (:class:`ExternalReference`). A schema
+from elsewhere, ``Schema.of(spec, untrusted=True)``, runs its regexes on
+RE2 (linear time) rather than Python's backtracking ``re``.
 """
 
 from __future__ import annotations
 
 from ._derive import schema_for
+from ._references import ExternalReference
 from ._schema import Schema
 from ._types import is_structured_type
 
-__all__ = ["Schema", "is_structured_type", "schema_for"]
+__all__ = ["ExternalReference", "Schema", "is_structured_type", "schema_for"]

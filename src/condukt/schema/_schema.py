@@ -14,6 +14,8 @@ from . import _convert
 from ._derive import schema_for
 from ._describe import describe, safe_repr, shorten
 from ._fast import Check, compile_check
+from ._references import REGISTRY, check_references
+from ._regex import untrusted_validator
 
 __all__ = ["Schema"]
 
@@ -34,18 +36,25 @@ class Schema(Generic[T]):
 
     Build one with :meth:`Schema.of`. ``json`` is the JSON Schema (shared:
     do not mutate it); ``target`` is the Python type values convert to, or
-    ``None`` for a schema given as a dict. Instances are immutable and safe
+    ``None`` for a schema given as a dict; ``untrusted`` whether its
+    regexes run on RE2 (see :meth:`of`). Instances are immutable and safe
     to share between tasks and threads.
+
+    Nothing is ever fetched: every reference must resolve inside the
+    schema (:class:`~condukt.schema.ExternalReference` otherwise, when it
+    is built).
     """
 
-    __slots__ = ("_fast", "_validator", "json", "target")
+    __slots__ = ("_fast", "_validator", "json", "target", "untrusted")
 
     json: dict[str, Any]
     target: Any
+    untrusted: bool
 
-    def __init__(self, schema: dict[str, Any], target: Any) -> None:
+    def __init__(self, schema: dict[str, Any], target: Any, untrusted: bool = False) -> None:
         # Private: use Schema.of, which checks the schema and caches the result.
-        cls = jsonschema.validators.validator_for(schema)
+        # A $schema naming no draft jsonschema knows (a URL of the author's) reads as the latest: nothing is fetched.
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
@@ -56,9 +65,16 @@ class Schema(Generic[T]):
             raise ValueError("invalid JSON Schema: it is nested too deeply") from None
         except Exception as exc:  # jsonschema failing on a schema it cannot read at all
             raise ValueError(f"invalid JSON Schema: {type(exc).__name__}: {shorten(str(exc), 300)}") from None
+        check_references(schema, cls.META_SCHEMA)
+        if untrusted:
+            try:
+                cls = untrusted_validator(cls, schema, label=f"schema {shorten(repr(schema), 100)}")
+            except RecursionError:
+                raise ValueError("invalid JSON Schema: it is nested too deeply") from None
         self.json = schema
         self.target = target
-        self._validator: Validator = cls(schema)
+        self.untrusted = untrusted
+        self._validator: Validator = cls(schema, registry=REGISTRY)
         try:
             fast = compile_check(schema)
         except RecursionError:
@@ -67,13 +83,13 @@ class Schema(Generic[T]):
 
     @overload
     @classmethod
-    def of(cls, spec: type[T]) -> Schema[T]: ...
+    def of(cls, spec: type[T], *, untrusted: bool = False) -> Schema[T]: ...
     @overload
     @classmethod
-    def of(cls, spec: Any) -> Schema[Any]: ...
+    def of(cls, spec: Any, *, untrusted: bool = False) -> Schema[Any]: ...
 
     @classmethod
-    def of(cls, spec: Any) -> Schema[Any]:
+    def of(cls, spec: Any, *, untrusted: bool = False) -> Schema[Any]:
         """The compiled schema for ``spec``.
 
         ``spec`` is a JSON Schema dict (checked against its meta-schema), an
@@ -88,14 +104,25 @@ class Schema(Generic[T]):
         :data:`CACHE_SIZE` most recently used. A dict is copied, so changing
         it afterwards does not change the schema.
 
+        ``untrusted=True`` for a schema that comes from elsewhere (an MCP
+        server's tool): its regexes (``pattern``, ``patternProperties``)
+        run on RE2, in time linear in the input, never in Python's
+        backtracking ``re`` on the caller's thread; what RE2 cannot run is
+        left unchecked here and logged (see :mod:`condukt.schema._regex`).
+        It needs google-re2 (the ``mcp`` extra) when the schema has regexes.
+
         Raises ``ValueError`` for a dict that is not valid JSON data or not a
-        valid JSON Schema (naming the problem and where), ``TypeError`` for
-        anything else that is not a schema.
+        valid JSON Schema (naming the problem and where), its subclass
+        :class:`~condukt.schema.ExternalReference` for a reference to
+        anything outside the schema (a URL, a file: never fetched),
+        ``TypeError`` for anything else that is not a schema.
         """
         if isinstance(spec, Schema):
-            return spec
+            if spec.untrusted or not untrusted:
+                return spec
+            spec = spec.json
         if isinstance(spec, Mapping):
-            return _of_text(_Text(spec))
+            return _of_text(_Text(spec), untrusted)
         if isinstance(spec, type) or get_origin(spec) is not None or spec is Any:
             try:
                 hash(spec)
@@ -154,6 +181,8 @@ class Schema(Generic[T]):
 
     def __reduce__(self) -> tuple[Any, tuple[Any]]:
         # Compiled checks do not pickle: rebuild from the spec (handles cross process boundaries).
+        if self.untrusted:
+            return (_untrusted_of, (self.json,))
         return (Schema.of, (self.json if self.target is None else self.target,))
 
     def __repr__(self) -> str:
@@ -196,11 +225,15 @@ def _mapping_as_dict(value: Any) -> dict[Any, Any]:
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
-def _of_text(key: _Text) -> Schema[Any]:
+def _of_text(key: _Text, untrusted: bool = False) -> Schema[Any]:
     # A copy in the caller's key order (the order the model sees), detached from the caller's dict.
-    schema: Schema[Any] = Schema(json.loads(json.dumps(key.spec, default=_mapping_as_dict)), None)
+    schema: Schema[Any] = Schema(json.loads(json.dumps(key.spec, default=_mapping_as_dict)), None, untrusted)
     key.spec = None  # the cache keeps the key: it need not keep the caller's dict alive
     return schema
+
+
+def _untrusted_of(spec: Any) -> Schema[Any]:
+    return Schema.of(spec, untrusted=True)
 
 
 def _of_type(spec: Any) -> Schema[Any]:

@@ -137,7 +137,8 @@ class Tool(abc.ABC):
     implement ``call``. ``parameters`` describes the arguments: a JSON
     Schema dict of type ``object``, or an attrs class, a dataclass, a
     ``TypedDict`` or a pydantic ``BaseModel`` class, whose derived schema
-    the model is sent (see :class:`condukt.schema.Schema`). Options given at
+    the model is sent, or a :class:`condukt.schema.Schema` (one built with
+    ``untrusted=True`` for a schema from elsewhere). Options given at
     construction (``Database(table="users")``) are in ``self.opts`` and in
     ``context.opts``; ``name``, ``description`` and ``parameters`` may be
     properties computed from them, so one class can appear many times.
@@ -166,7 +167,7 @@ class Tool(abc.ABC):
 
     name: str = ""
     description: str = ""
-    parameters: Mapping[str, Any] | type[Any] = {"type": "object", "properties": {}}
+    parameters: Mapping[str, Any] | type[Any] | Schema[Any] = {"type": "object", "properties": {}}
     timeout: float | None | _AgentDefault = AGENT_DEFAULT
     requires_approval: bool | Callable[[dict[str, Any]], bool] = False
 

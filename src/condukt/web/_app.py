@@ -13,7 +13,7 @@ import attrs
 import sniffio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount, Route
 
 from .. import __version__, events, serialization
@@ -34,7 +34,9 @@ from ..messages import Message
 from ..otp import CallError, Node, NoProc, current_node
 from ..providers import ModelError
 from ..schema import Schema
-from ._http import Handler, HTTPError, guard
+from ._guard import guard_middleware
+from ._http import EXCEPTION_HANDLERS, Handler, HTTPError, check_token, guard
+from ._json import JSONResponse, sse
 from ._openapi import openapi
 from ._sessions import AgentRoute, Sessions, SessionsFull
 from .observer import routes as observer_routes
@@ -74,7 +76,7 @@ class Endpoint:
         """The request's JSON body, read up to ``max_body_size`` bytes (413 beyond, as soon as it is passed)."""
         limit = self.max_body_size
         length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
+        if length is not None and length.isascii() and length.isdigit() and int(length) > limit:
             raise _too_large(limit)
         body = bytearray()
         async for chunk in request.stream():
@@ -87,6 +89,8 @@ class Endpoint:
             return json.loads(body)
         except ValueError as exc:
             raise HTTPError(400, "InvalidJSON", f"the body is not JSON: {exc}") from None
+        except RecursionError:
+            raise HTTPError(400, "InvalidJSON", "the body is JSON nested too deeply") from None
 
     async def node_of(self) -> Any:
         """The app's node: given, opened by its lifespan, or else the loop's default node (a mounted app)."""
@@ -141,10 +145,11 @@ class Endpoint:
                 raise HTTPError(404, "SessionNotFound", f"no session {session_id!r} of agent {name!r}")
         if "text/event-stream" in request.headers.get("accept", ""):
             return StreamingResponse(
-                self._sse(agent, session_id, prompt),
+                self._sse(agent, session_id, prompt, self.sessions.entry(session_id)),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", "X-Condukt-Session": session_id},
             )
+        entry = self.sessions.entry(session_id)
         ended: list[events.AgentEnd] = []
 
         async def on_event(event: events.Event) -> None:
@@ -154,20 +159,24 @@ class Endpoint:
         try:
             text = await agent.run(prompt, timeout=self.run_timeout, on_event=on_event)
         except Exception as exc:
+            if entry is not None and entry.deleted:
+                raise _deleted(session_id) from None
             raise _run_error(exc, session_id) from None
         finally:
             self.sessions.touch(session_id)
         usage = serialization.unstructure(ended[-1].usage) if ended else None
         return JSONResponse({"session": session_id, "text": text, "usage": usage})
 
-    async def _sse(self, agent: Any, session_id: str, prompt: str) -> AsyncIterator[str]:
+    async def _sse(self, agent: Any, session_id: str, prompt: str, entry: Any) -> AsyncIterator[bytes]:
         # A client that disconnects cancels this generator: leaving the stream block aborts the run.
         try:
             async with agent.stream(prompt, timeout=self.run_timeout) as stream:
                 async for event in stream:
                     yield _sse(events.to_json(event))
-        except Exception as exc:  # the agent crashed (it restarts) or refused the run
-            yield _sse(events.to_json(events.Error(type(exc).__name__, str(exc))))
+        except Exception as exc:  # the agent crashed (it restarts), refused the run, or its session was deleted
+            error = _deleted(session_id) if entry is not None and entry.deleted else None
+            name, message = (error.body["error"], str(error)) if error else (type(exc).__name__, str(exc))
+            yield _sse(events.to_json(events.Error(name, message)))
             yield _sse(events.to_json(events.Done("failed")))
         finally:
             self.sessions.touch(session_id)
@@ -268,14 +277,18 @@ class Endpoint:
         return JSONResponse({"status": "ok", "sessions": len(self.sessions)})
 
 
-def _sse(data: dict[str, Any]) -> str:
-    return f"event: {data['type']}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n"
+def _sse(data: dict[str, Any]) -> bytes:
+    return sse(data["type"], data)
 
 
 def _too_large(limit: int) -> HTTPError:
     # The rest of the body is never read: the connection cannot carry another request.
     return HTTPError(413, "PayloadTooLarge", f"the request body is larger than {limit} bytes",
                      headers={"Connection": "close"})
+
+
+def _deleted(session_id: str) -> HTTPError:
+    return HTTPError(410, "SessionDeleted", f"session {session_id!r} was deleted during the run", session=session_id)
 
 
 def _run_error(exc: Exception, session_id: str | None) -> HTTPError:
@@ -337,6 +350,8 @@ def create_app(
     max_restarts: int = 3,
     max_seconds: float = 5.0,
     observer: bool = False,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> Starlette:
     """The HTTP endpoint for ``agents`` and ``operations``: a Starlette ASGI app (routes in ``docs/http.md``).
 
@@ -356,7 +371,8 @@ def create_app(
     (``ReviewAgent.review_pr``), each served at ``POST /operations/<name>``.
 
     ``token``: every route but ``GET /healthz`` needs ``Authorization:
-    Bearer <token>`` (compared in constant time; 401 otherwise).
+    Bearer <token>`` (compared in constant time; 401 otherwise); printable
+    ASCII without spaces, so that every client sends it alike.
     ``max_body_size`` bytes per request body (413 as soon as more arrive).
     ``max_sessions`` live sessions at most (503 with ``Retry-After``
     beyond); a session idle for ``session_idle_timeout`` seconds (``None``:
@@ -367,10 +383,20 @@ def create_app(
     by default: it shows every session (ids, prompts, events) to whoever
     holds the token, or to everyone when there is none.
 
+    Every request passes :class:`~condukt.web.BrowserGuard`, token or not:
+    a ``Host`` that is not this server's (``localhost``, ``127.0.0.1``,
+    ``::1``, the address the connection arrived at, or one of
+    ``allowed_hosts``) gets 421, an ``Origin`` other than the server's own
+    (or one of ``allowed_origins``) 403, a body that is not JSON 415: what a
+    hostile page in a browser on the same machine could send. Behind a
+    proxy, pass the public name: ``allowed_hosts=["api.example.com"]``.
+    Errors, Starlette's own 404 and 405 included, are JSON.
+
     Raises ``TypeError``/``ValueError`` for bad arguments. Synchronous.
     """
     if node is not None and not isinstance(node, (Node, condukt_asyncio.Node)):
         raise TypeError(f"node must be a condukt Node, a condukt.asyncio Node or None, got {node!r}")
+    browser_guard = guard_middleware(allowed_hosts, allowed_origins)
     routes = {name: AgentRoute.of(name, value) for name, value in (agents or {}).items()}
     for name in routes:
         if not isinstance(name, str) or not name or "/" in name:
@@ -396,8 +422,7 @@ def create_app(
         raise ValueError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
     if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or not max_seconds > 0:
         raise ValueError(f"max_seconds must be a number > 0, got {max_seconds!r}")
-    if token is not None and (not isinstance(token, str) or not token):
-        raise ValueError("token must be None or a non-empty str")
+    secret = check_token(token)
     if not isinstance(observer, bool):
         raise TypeError(f"observer must be a bool, got {observer!r}")
     endpoint = Endpoint(
@@ -410,7 +435,7 @@ def create_app(
             max_restarts=max_restarts,
             max_seconds=max_seconds,
         ),
-        token=None if token is None else token.encode(),
+        token=secret,
         max_body_size=max_body_size,
         run_timeout=run_timeout,
     )
@@ -448,6 +473,8 @@ def create_app(
             *([Mount("/observer", routes=observer_routes(endpoint.node_of, g))] if observer else []),
         ],
         lifespan=lifespan,
+        middleware=[browser_guard],
+        exception_handlers=EXCEPTION_HANDLERS,
     )
     app.state.condukt_endpoint = endpoint
     return app

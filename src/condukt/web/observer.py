@@ -19,14 +19,23 @@ token is set. The page reads the token from the URL fragment
 (``/observer/#token=...``, never sent to the server, so never in an access
 log) or asks for it, keeps it in the tab's ``sessionStorage`` and removes
 it from the address bar.
+
+Every way of serving it passes :class:`~condukt.web.BrowserGuard`: pages
+of other sites cannot send it requests, nor read it by rebinding their
+name to this address. :func:`serve` (and ``condukt observe``) also makes
+a token of its own unless given one, since whoever can connect to the
+port can otherwise read every prompt and event of the node (another user
+of the same machine, for one); :func:`create_app`, which is mounted or
+served by your own code, takes the token you give it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import enum
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from importlib import resources
 from typing import Any
 from urllib.parse import quote
@@ -37,7 +46,7 @@ import sniffio
 import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from .. import asyncio as condukt_asyncio
@@ -46,10 +55,22 @@ from ..agent import AgentHandle
 from ..lifespan import open_app_node
 from ..otp import ConduktError, Node, current_node
 from ._event_log import event_log
-from ._http import Handler, HTTPError, guard
+from ._guard import guard_middleware
+from ._http import EXCEPTION_HANDLERS, Handler, HTTPError, check_token, guard
+from ._json import JSONResponse, dumps
 from ._snapshot import AgentView, ProcessView, RunView, Snapshot, take_snapshot
 
-__all__ = ["AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot"]
+__all__ = [
+    "NEW_TOKEN",
+    "AgentView",
+    "ProcessView",
+    "RunView",
+    "Snapshot",
+    "create_app",
+    "page_url",
+    "serve",
+    "snapshot",
+]
 
 #: Seconds between two updates of a live page (the default of ``interval``).
 DEFAULT_INTERVAL = 1.0
@@ -58,7 +79,16 @@ KEEPALIVE = 15.0
 
 Guard = Callable[..., Handler]
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+class _NewToken(enum.Enum):
+    NEW_TOKEN = "a new random token"
+
+
+#: ``serve(token=NEW_TOKEN)`` (the default): a random token made for that server, given in its address.
+NEW_TOKEN = _NewToken.NEW_TOKEN
+
+#: A numeric parameter (``after``, a pid) has at most this many digits.
+_MAX_DIGITS = 18
 
 
 def snapshot(node: Node) -> Snapshot:
@@ -78,7 +108,7 @@ class _Encoded:
 
     time: float
     root: str
-    entries: dict[str, str]
+    entries: dict[str, bytes]
     handles: dict[int, Any]
     taken_at: float
 
@@ -104,7 +134,7 @@ class _Observer:
         self.node_of = node_of
         self.interval = interval
         self._latest: _Encoded | None = None
-        self._encoded: dict[str, tuple[ProcessView, str]] = {}
+        self._encoded: dict[str, tuple[ProcessView, bytes]] = {}
         self._lock: anyio.Lock | None = None
 
     async def in_trio(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
@@ -129,8 +159,8 @@ class _Observer:
                 # A process whose view did not change keeps its JSON: comparing views costs
                 # a tenth of encoding one (measured: benchmarks/observer.py).
                 previous = self._encoded
-                encode, unstructure = _ENCODER.encode, serialization.unstructure
-                encoded: dict[str, tuple[ProcessView, str]] = {}
+                encode, unstructure = dumps, serialization.unstructure
+                encoded: dict[str, tuple[ProcessView, bytes]] = {}
                 for view in snap.processes:
                     before = previous.get(view.key)
                     encoded[view.key] = before if before is not None and before[0] == view else (
@@ -180,7 +210,7 @@ class _Observer:
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
-    async def _stream(self, agent: str | None) -> AsyncIterator[str]:
+    async def _stream(self, agent: str | None) -> AsyncIterator[bytes]:
         """``snapshot`` first, then a ``diff`` per interval when something changed; ``log`` events for ``agent``."""
         latest = await self.latest()
         sent = latest.entries
@@ -188,7 +218,7 @@ class _Observer:
         after = 0
         if agent is not None:
             after, found = await self.in_trio(_events, agent, 0)
-            yield _sse("log", json.dumps({"agent": agent, "reset": True, "events": found}))
+            yield _sse("log", dumps({"agent": agent, "reset": True, "events": found}))
         quiet_since = anyio.current_time()
         while True:
             await anyio.sleep(self.interval)
@@ -206,10 +236,10 @@ class _Observer:
                 after = last
                 if found:
                     quiet_since = anyio.current_time()
-                    yield _sse("log", json.dumps({"agent": agent, "reset": False, "events": found}))
+                    yield _sse("log", dumps({"agent": agent, "reset": False, "events": found}))
             if anyio.current_time() - quiet_since >= KEEPALIVE:
                 quiet_since = anyio.current_time()
-                yield ": keep-alive\n\n"
+                yield b": keep-alive\n\n"
 
     def routes(self, guard: Guard) -> list[BaseRoute]:
         """The observer's routes, relative to where it is mounted; ``guard`` adds the token check."""
@@ -223,23 +253,26 @@ class _Observer:
 
 
 def _int(text: str, label: str) -> int:
-    if not text.isdigit():
-        raise HTTPError(422, "InvalidRequest", f"{label} must be a non-negative integer, got {text!r}")
+    # str.isdigit() also accepts "²" and other digits int() refuses, and int() refuses over 4,300 digits.
+    if not (text.isascii() and text.isdigit()) or len(text) > _MAX_DIGITS:
+        shown = text if len(text) <= 40 else text[:39] + "…"
+        raise HTTPError(422, "InvalidRequest", f"{label} must be a non-negative integer of at most "
+                        f"{_MAX_DIGITS} digits, got {shown!r}")
     return int(text)
 
 
-def _full(latest: _Encoded) -> str:
-    processes = ",".join(latest.entries.values())
-    return f'{{"time":{latest.time},"root":{json.dumps(latest.root)},"processes":[{processes}]}}'
+def _full(latest: _Encoded) -> bytes:
+    return b'{"time":%s,"root":%s,"processes":[%s]}' % (
+        dumps(latest.time), dumps(latest.root), b",".join(latest.entries.values()))
 
 
-def _diff(latest: _Encoded, changed: list[str], removed: list[str]) -> str:
-    return (f'{{"time":{latest.time},"root":{json.dumps(latest.root)},"changed":[{",".join(changed)}],'
-            f'"removed":{json.dumps(removed)}}}')
+def _diff(latest: _Encoded, changed: list[bytes], removed: list[str]) -> bytes:
+    return b'{"time":%s,"root":%s,"changed":[%s],"removed":%s}' % (
+        dumps(latest.time), dumps(latest.root), b",".join(changed), dumps(removed))
 
 
-def _sse(event: str, data: str) -> str:
-    return f"event: {event}\ndata: {data}\n\n"
+def _sse(event: str, data: bytes) -> bytes:
+    return b"event: " + event.encode("ascii") + b"\ndata: " + data + b"\n\n"
 
 
 _PAGE_HEADERS = {
@@ -262,11 +295,9 @@ def _page() -> bytes:
     return _PAGE
 
 
-def _check(interval: float, token: str | None) -> None:
+def _check(interval: float) -> None:
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0 or math.isinf(interval):
         raise ValueError(f"interval must be a finite number of seconds > 0, got {interval!r}")
-    if token is not None and (not isinstance(token, str) or not token):
-        raise ValueError("token must be None or a non-empty str")
 
 
 def routes(node_of: Callable[[], Awaitable[Any]], guard: Guard, interval: float = DEFAULT_INTERVAL) -> list[BaseRoute]:
@@ -279,6 +310,8 @@ def create_app(
     *,
     token: str | None = None,
     interval: float = DEFAULT_INTERVAL,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> Starlette:
     """The observer of ``node`` as a Starlette ASGI app: the page at ``/``, its data under ``/api/``.
 
@@ -290,13 +323,15 @@ def create_app(
     ``Authorization: Bearer <token>`` (401 otherwise; the page passes it
     along, see the module docstring). ``interval``: seconds between two
     updates of a live page (snapshots are shared by every page within
-    half of it). Raises ``TypeError``/``ValueError`` for bad arguments.
-    Synchronous.
+    half of it). ``allowed_hosts``, ``allowed_origins``: as for
+    :class:`~condukt.web.BrowserGuard`, which every request passes.
+    Raises ``TypeError``/``ValueError`` for bad arguments. Synchronous.
     """
     if node is not None and not isinstance(node, (Node, condukt_asyncio.Node)):
         raise TypeError(f"node must be a condukt Node, a condukt.asyncio Node or None, got {node!r}")
-    _check(interval, token)
-    secret = None if token is None else token.encode()
+    _check(interval)
+    secret = check_token(token)
+    browser_guard = guard_middleware(allowed_hosts, allowed_origins)
     current: list[Any] = [node]
 
     async def node_of() -> Any:
@@ -321,6 +356,8 @@ def create_app(
     return Starlette(
         routes=routes(node_of, lambda handler, public=False: guard(handler, secret, public=public), interval),
         lifespan=lifespan,
+        middleware=[browser_guard],
+        exception_handlers=EXCEPTION_HANDLERS,
     )
 
 
@@ -342,8 +379,10 @@ async def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8001,
-    token: str | None = None,
+    token: str | None | _NewToken = NEW_TOKEN,
     interval: float = DEFAULT_INTERVAL,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the observer of ``node`` (trio) with hypercorn at ``http://host:port/`` until cancelled.
@@ -351,11 +390,21 @@ async def serve(
     For a command line (``condukt observe``) or a script: run it in a
     nursery next to the node's work, or as the last line of an
     ``open_node`` block. ``nursery.start(serve, node, ...)`` returns the
-    page's address once it listens (``port=0``: a free port). Cancellation
-    stops the server (open pages see their stream end). Raises
-    ``ImportError`` without hypercorn (extra ``[observer]``), ``OSError``
-    when the port is taken, and ``TypeError``/``ValueError`` for bad
-    arguments.
+    page's address once it listens (``port=0``: a free port), with the
+    token in its fragment (``http://127.0.0.1:8001/#token=...``, see
+    :func:`page_url`): open that address in a browser.
+
+    ``token``: by default (:data:`NEW_TOKEN`) a random one made for this
+    server, so that nobody else who can reach the port (another user of
+    the machine) reads the node's prompts and events; a str to choose it;
+    ``None`` for none. ``allowed_hosts``, ``allowed_origins``: as for
+    :class:`~condukt.web.BrowserGuard` (serving on another address than
+    loopback, add the name browsers will use).
+
+    Cancellation stops the server (open pages see their stream end).
+    Raises ``ImportError`` without hypercorn (extra ``[observer]``),
+    ``OSError`` when the port is taken, and ``TypeError``/``ValueError``
+    for bad arguments.
     """
     if not isinstance(node, Node):
         raise TypeError(f"node must be a condukt Node (trio), got {node!r}")
@@ -364,7 +413,11 @@ async def serve(
         import hypercorn.trio
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("condukt.web.observer.serve needs hypercorn: `pip install 'condukt[observer]'`") from exc
-    app = create_app(node, token=token, interval=interval)
+    chosen = secrets.token_urlsafe(24) if token is NEW_TOKEN else token
+    assert not isinstance(chosen, _NewToken)
+    app = create_app(
+        node, token=chosen, interval=interval, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    )
     config = hypercorn.config.Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = None
@@ -375,4 +428,4 @@ async def serve(
 
     async with trio.open_nursery() as nursery:
         binds: list[str] = await nursery.start(serving)
-        task_status.started(binds[0].rstrip("/") + "/")
+        task_status.started(page_url(binds[0], chosen, path="/"))

@@ -23,6 +23,7 @@ from ...messages import AssistantMessage, DocumentBlock, StopReason, TextBlock, 
 from ...otp import current_node
 from .._errors import (
     EmptyPrompt,
+    InvalidRequest,
     InvalidResponse,
     ModelRefused,
     ProviderError,
@@ -554,6 +555,8 @@ class HttpModel(abc.ABC):
                     )
                 except httpx.TimeoutException as exc:
                     raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
+                except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+                    raise self._unusable_url(exc) from None
                 except httpx.HTTPError as exc:
                     raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
                 try:
@@ -605,11 +608,17 @@ class HttpModel(abc.ABC):
         response.request = request
         return response
 
+    def _unusable_url(self, exc: Exception) -> InvalidRequest:
+        # Sending again cannot help: fail at once rather than after the retries.
+        return InvalidRequest(self.provider, f"{str(exc).rstrip('.')}: base_url must be an http:// or https:// URL")
+
     async def _exchange(self, request: httpx.Request, attempt: _Attempt) -> AssistantMessage:
         try:
             response = await self._send(request)
         except httpx.TimeoutException as exc:
             raise ProviderUnavailable(self.provider, f"timed out: {exc}") from None
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise self._unusable_url(exc) from None
         except httpx.HTTPError as exc:
             raise ProviderUnavailable(self.provider, f"connection failed: {exc}") from None
         try:

@@ -34,16 +34,22 @@ shared.
 
 Every request is recorded (headers, JSON body, time; its document parts,
 of whatever protocol, in :attr:`RecordedRequest.documents`) and concurrent
-requests are counted. Run as a script (``python -m condukt.testing.server
---latency 0.05``) it serves in its own process and prints its port.
+requests are counted. :func:`load_script` reads a script of JSON lines
+(``{"reply": "text"}``, ``{"call": "tool", "arguments": {...}}``,
+``{"error": 429}``...) into steps. Run as a program (``python -m
+condukt.testing.server --script answers.jsonl``, or ``condukt
+test-server``) it serves in its own process and prints its base URL
+first (see :mod:`condukt.testing.server.__main__`).
 """
 
 from __future__ import annotations
 
 # The protocol modules register themselves, in routing order.
 from . import anthropic, bedrock, gemini, openai, openai_responses  # noqa: F401
+from ._program import main
 from ._prompt_cache import PromptCache
 from ._protocol import RecordedRequest
+from ._script import ScriptError, load_script, parse_script
 from ._server import ProtocolServer, tool_then_answer
 from ._steps import Disconnect, Fault, Malformed, Raw, Reply, Slow, Status, ToolUse, reply, tool_use
 from .anthropic import anthropic_body, anthropic_error, anthropic_frames
@@ -53,10 +59,11 @@ from .openai import openai_body, openai_error, openai_frames
 from .openai_responses import responses_body, responses_frames
 
 __all__ = [
-    "Disconnect", "Fault", "Malformed", "PromptCache", "ProtocolServer", "Raw", "RecordedRequest", "Reply", "Slow",
-    "Status",
+    "Disconnect", "Fault", "Malformed", "PromptCache", "ProtocolServer", "Raw", "RecordedRequest", "Reply",
+    "ScriptError", "Slow", "Status",
     "ToolUse", "anthropic_body", "anthropic_error", "anthropic_frames", "bedrock_body", "bedrock_error",
     "bedrock_frames", "event_frame", "gemini_body", "gemini_error",
-    "gemini_frames", "openai_body", "openai_error", "openai_frames", "reply", "responses_body", "responses_frames",
+    "gemini_frames", "load_script", "main", "openai_body", "openai_error", "openai_frames", "parse_script", "reply",
+    "responses_body", "responses_frames",
     "tool_then_answer", "tool_use",
 ]  # fmt: skip

@@ -49,6 +49,10 @@ class WireProtocol:
     document_types: tuple[str, ...] = ()
     #: The content type of a streamed response.
     stream_content_type: str = "text/event-stream"
+    #: The model prefix of the condukt provider that speaks it (``"openai"`` in ``"openai:gpt-4o"``).
+    provider: str = "?"
+    #: What the server's URL needs after it to make that provider's ``base_url`` (``"/v1"`` for OpenAI's).
+    base_path: str = ""
 
     def matches(self, route: str) -> bool:
         """Whether a request to ``route`` (its path, without the query) speaks this protocol."""
@@ -170,6 +174,31 @@ class RecordedRequest:
 
         visit(self.messages)
         return found
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The names of the tools the request declares, in order, whatever the protocol.
+
+        Anthropic's and the Responses API's ``tools[].name``, Chat
+        Completions' ``tools[].function.name``, Gemini's
+        ``tools[].functionDeclarations[].name``, Bedrock's
+        ``toolConfig.tools[].toolSpec.name``.
+        """
+        body = self.body if isinstance(self.body, dict) else {}
+        config = body.get("toolConfig")
+        declared = body.get("tools") or (config.get("tools") if isinstance(config, dict) else None) or []
+        names: list[str] = []
+        for tool in declared if isinstance(declared, list) else []:
+            if not isinstance(tool, dict):
+                continue
+            entries = tool.get("functionDeclarations")
+            if not isinstance(entries, list):
+                entries = [tool.get("function") or tool.get("toolSpec") or tool]
+            for entry in entries:
+                name = entry.get("name") if isinstance(entry, dict) else None
+                if isinstance(name, str):
+                    names.append(name)
+        return names
 
     @property
     def model(self) -> str:

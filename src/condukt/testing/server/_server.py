@@ -6,7 +6,7 @@ import functools
 import json
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -15,16 +15,21 @@ import trio
 
 from . import _http as http
 from ._prompt_cache import PromptCache
-from ._protocol import RecordedRequest, protocol_for
+from ._protocol import PROTOCOLS, RecordedRequest, protocol_for
 from ._steps import Disconnect, Fault, Malformed, Raw, Reply, Slow, Status, Step, tool_use
 
 __all__ = ["ProtocolServer", "tool_then_answer"]
 
 
 def tool_then_answer(request: RecordedRequest) -> Step:
-    """Call the ``noop`` tool first, then answer: two model turns and one tool call per run."""
+    """Call the ``noop`` tool first when the client offers one, then answer ``"done"``.
+
+    Two model turns and one tool call per run for a client with a ``noop``
+    tool (the benchmarks'); one turn for any other, so an agent without it
+    never sees a call of a tool it does not have.
+    """
     wire = request.wire
-    if wire is not None and wire.last_is_tool_result(request):
+    if "noop" not in request.tool_names or (wire is not None and wire.last_is_tool_result(request)):
         return Reply("done", usage=(20, 3))
     return Reply(tool_calls=(tool_use("noop", {}),), usage=(10, 2))
 
@@ -32,9 +37,25 @@ def tool_then_answer(request: RecordedRequest) -> Step:
 class ProtocolServer:
     """The server; start it with ``await nursery.start(server.run)``."""
 
-    def __init__(self, *, latency: float = 0.0, responder: Callable[[RecordedRequest], Step] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        responder: Callable[[RecordedRequest], Step] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        protocols: Iterable[str] | None = None,
+    ) -> None:
         #: Seconds added to every request before its first byte.
         self.latency = latency
+        #: The address it listens on (``port`` 0: a free port, the one chosen once it runs).
+        self.host = host
+        self.port = port
+        #: The protocols it answers (by :attr:`WireProtocol.name`; ``None``: all); others get a 404.
+        self.protocols = None if protocols is None else frozenset(protocols)
+        if self.protocols is not None and not self.protocols <= PROTOCOLS.keys():
+            unknown = ", ".join(sorted(self.protocols - PROTOCOLS.keys()))
+            raise ValueError(f"unknown protocol(s) {unknown}; the server speaks {', '.join(PROTOCOLS)}")
         self.script: deque[Step] = deque()
         #: Answers requests once the script is empty (default: ``Reply("ok")``).
         self.responder = responder
@@ -48,7 +69,6 @@ class ProtocolServer:
         self.client_closed = trio.Event()
         #: Releases ``Fault(kind="gate")`` responses.
         self.gate = trio.Event()
-        self.port = 0
         self.record = True
         #: Whether Gemini function calls carry an ``id`` (older Gemini models send none).
         self.gemini_call_ids = True
@@ -62,14 +82,17 @@ class ProtocolServer:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://127.0.0.1:<port>`` (the host it listens on, in brackets for IPv6)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen on an ephemeral port of 127.0.0.1 until cancelled."""
+        """Listen on ``host``:``port`` until cancelled (``OSError`` if it cannot, e.g. the port is taken)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._timer.run)
-            listeners = await nursery.start(functools.partial(trio.serve_tcp, self._connection, 0, host="127.0.0.1"))
+            listeners = await nursery.start(
+                functools.partial(trio.serve_tcp, self._connection, self.port, host=self.host)
+            )
             self.port = listeners[0].socket.getsockname()[1]
             task_status.started(self)
 
@@ -108,7 +131,7 @@ class ProtocolServer:
             body = None
         path = target.decode()
         wire = protocol_for(path.partition("?")[0])
-        protocol = wire.name if wire is not None else "?"
+        protocol = wire.name if wire is not None and (self.protocols is None or wire.name in self.protocols) else "?"
         recorded = RecordedRequest(
             method.decode(),
             path,
@@ -128,7 +151,7 @@ class ProtocolServer:
         close = () if keep_alive else (http.CLOSE,)
         try:
             if request.protocol == "?":
-                return await self._send_body(stream, 404, b'{"error":{"message":"no such endpoint"}}', close)
+                return await self._send_body(stream, 404, self._not_found(request), close)
             if self.script:
                 step: Any = self.script.popleft()
             elif self.responder is not None:
@@ -174,7 +197,10 @@ class ProtocolServer:
         cut = len(frames) if fault is None else fault.after
         # The head goes with the first frame (as a server flushing its first chunk does).
         await http.send(stream, head + b"".join(map(http.chunk, frames[:1])) if cut else head)
+        interval = answer.interval
         for frame in frames[1:cut]:
+            if interval:
+                await self._timer.sleep(interval)
             await http.send(stream, http.chunk(frame))
         if fault is not None:
             if fault.kind == "drop":
@@ -191,9 +217,16 @@ class ProtocolServer:
             elif fault.kind == "gate":
                 await self.gate.wait()
             for frame in frames[cut:]:
+                if interval:
+                    await self._timer.sleep(interval)
                 await http.send(stream, http.chunk(frame))
         await http.send(stream, b"0\r\n\r\n")
         return True
+
+    def _not_found(self, request: RecordedRequest) -> bytes:
+        served = ", ".join(sorted(self.protocols)) if self.protocols is not None else "any provider protocol"
+        message = f"no such endpoint: {request.method} {request.path.partition('?')[0]} (this server speaks {served})"
+        return json.dumps({"error": {"message": message}}).encode()
 
     async def _wait_for_close(self, stream: trio.SocketStream, request: RecordedRequest) -> None:
         try:

@@ -32,7 +32,8 @@ class Reply:
     """A successful answer: thinking, text, tool calls, usage ``(input, output)``.
 
     Streamed text is cut into ``chunk``-character deltas; tool arguments into
-    ``chunk``-character JSON fragments.
+    ``chunk``-character JSON fragments. ``interval`` seconds pass between
+    two frames of a streamed answer (a model writing slowly; 0: at once).
     """
 
     text: str = ""
@@ -43,14 +44,21 @@ class Reply:
     signature: str = "sig-abc"
     #: Prompt tokens ``(read from, written to)`` the provider's cache (Anthropic's usage fields).
     cache: tuple[int, int] = (0, 0)
+    interval: float = 0.0
 
 
 def reply(
-    text: str = "", *, thinking: str = "", tools: Any = (), usage: tuple[int, int] = (10, 5), chunk: int = 8
+    text: str = "",
+    *,
+    thinking: str = "",
+    tools: Any = (),
+    usage: tuple[int, int] = (10, 5),
+    chunk: int = 8,
+    interval: float = 0.0,
 ) -> Reply:
     """A :class:`Reply`; ``tools`` is a :class:`ToolUse` or a list of them."""
     calls = (tools,) if isinstance(tools, ToolUse) else tuple(tools)
-    return Reply(text, thinking, calls, usage, chunk)
+    return Reply(text, thinking, calls, usage, chunk, interval=interval)
 
 
 @attrs.frozen

@@ -103,6 +103,7 @@ def anthropic_error(status: int, error_type: str | None, message: str) -> dict[s
 
 class _Anthropic(WireProtocol):
     name = "anthropic"
+    provider = "anthropic"
     document_types = ("document",)
 
     def matches(self, route: str) -> bool:
@@ -132,6 +133,7 @@ PROTOCOL = register(_Anthropic())
 
 class _VertexAnthropic(_Anthropic):
     name = "vertex-anthropic"
+    provider = "vertex-anthropic"
 
     def matches(self, route: str) -> bool:
         return "/publishers/anthropic/models/" in route and route.endswith((":rawPredict", ":streamRawPredict"))

@@ -129,6 +129,7 @@ def bedrock_error(message: str) -> dict[str, Any]:
 
 class _Converse(WireProtocol):
     name = "bedrock"
+    provider = "bedrock"
     stream_content_type = "application/vnd.amazon.eventstream"
 
     def matches(self, route: str) -> bool:

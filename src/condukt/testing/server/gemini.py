@@ -90,6 +90,7 @@ def gemini_error(status: int, error_type: str | None, message: str) -> dict[str,
 
 class _Gemini(WireProtocol):
     name = "gemini"
+    provider = "gemini"
     messages_key = "contents"
 
     def matches(self, route: str) -> bool:

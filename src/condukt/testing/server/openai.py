@@ -111,6 +111,8 @@ def azure_error(status: int, error_type: str | None, message: str) -> dict[str, 
 
 class _ChatCompletions(WireProtocol):
     name = "openai"
+    provider = "openai"
+    base_path = "/v1"
     document_types = ("file",)
 
     def matches(self, route: str) -> bool:
@@ -136,6 +138,8 @@ class _ChatCompletions(WireProtocol):
 
 class _AzureChat(_ChatCompletions):
     name = "azure"
+    provider = "azure"
+    base_path = ""
 
     def matches(self, route: str) -> bool:
         return route.endswith("/chat/completions") and "/openai/" in route

@@ -124,6 +124,8 @@ def responses_error(status: int, error_type: str | None, message: str) -> dict[s
 
 class _Responses(WireProtocol):
     name = "responses"
+    provider = "openai-responses"
+    base_path = "/v1"
     messages_key = "input"
     document_types = ("input_file",)
 
