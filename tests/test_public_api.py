@@ -34,13 +34,21 @@ TOP_LEVEL = {
 
 SUBPACKAGES = {
     "condukt.agent": {
-        "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentError", "AgentHandle", "AgentInfo",
-        "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail", "InvalidInput",
-        "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunInfo", "RunResult",
-        "RunTimeout", "Session", "Subagent", "SubagentSupervisor", "ToolCallInfo", "UnknownApproval", "UnknownOperation",
-        "UsageLimitExceeded", "UsageLimits", "operation", "operations_of",
+        "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentContext", "AgentError", "AgentHandle",
+        "AgentInfo", "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail",
+        "InvalidInput", "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run",
+        "RunInfo", "RunResult", "RunTimeout", "Subagent", "SubagentSupervisor", "ToolCallInfo", "UnknownApproval",
+        "UnknownOperation", "UsageLimitExceeded", "UsageLimits", "capabilities", "operation", "operations_of",
         "run", "run_operation",
     },
+    "condukt.agent.capabilities": {
+        "BUILTINS", "ORDER", "OWN", "Approvals", "Builtin", "Compaction", "GuardrailTripped", "InputGuardrail",
+        "OutputGuardrail", "Persistence", "ProjectInstructions", "ResumeCheckpoints", "Resumption", "Scrubbing",
+        "StructuredOutput", "Subagents", "Telemetry", "ToolSources", "UsageLimitExceeded", "UsageLimits",
+    },
+    "condukt.compaction": {"Compactor", "Sliding", "ToolResultPrune", "compact_with"},
+    "condukt.instructions": {"INSTRUCTION_FILES", "Skill", "load_project_instructions", "read_skills"},
+    "condukt.telemetry": {"Handler", "TelemetryEvent", "attach", "attached", "emit", "enabled"},
     "condukt.tools": {
         "AGENT_DEFAULT", "DEFAULT_SANDBOX", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Isolate", "Read", "Tool",
         "ToolContext", "ToolError", "ToolSet", "ToolSource", "ToolSourceContext", "Write", "coding_tools", "read_only_tools", "render_result",
@@ -136,6 +144,21 @@ def test_moved_names_still_resolve_with_a_deprecation_warning(name: str) -> None
         condukt.no_such_name  # type: ignore[attr-defined]  # noqa: B018
 
 
+#: Names condukt.agent used to export, and what they resolve to now (with a DeprecationWarning).
+AGENT_DEPRECATED = {"Session": "AgentContext"}
+
+
+@pytest.mark.parametrize("name", sorted(AGENT_DEPRECATED))
+def test_renamed_agent_names_still_resolve_with_a_deprecation_warning(name: str) -> None:
+    with pytest.warns(DeprecationWarning, match=f"condukt.agent.{name} is deprecated"):
+        value = getattr(condukt.agent, name)
+    assert value is getattr(condukt.agent, AGENT_DEPRECATED[name])
+    with pytest.warns(DeprecationWarning):
+        from condukt.agent import Session  # noqa: F401  # the import statement users wrote works too
+    with pytest.raises(AttributeError):
+        condukt.agent.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+
+
 def test_every_public_class_and_function_has_a_docstring() -> None:
     missing = []
     for module_name in ["condukt", *SUBPACKAGES]:
@@ -150,7 +173,8 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
 
 
 PUBLIC_MODULES = [
-    "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.agent.lowlevel", "condukt.tools", "condukt.providers",
+    "condukt", "condukt.otp", "condukt.otp.lowlevel", "condukt.agent", "condukt.agent.lowlevel",
+    "condukt.agent.capabilities", "condukt.tools", "condukt.providers",
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
     "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.web.uvicorn", "condukt.events",

@@ -6,7 +6,7 @@ supervisors), :mod:`condukt.messages` / :mod:`condukt.events` /
 :mod:`condukt.providers` (and :mod:`condukt.testing`), :mod:`condukt.agent`.
 
 The names a program writes are re-exported here; everything else lives in
-its subpackage (``condukt.otp.DynamicSupervisor``, ``condukt.agent.Session``,
+its subpackage (``condukt.otp.DynamicSupervisor``, ``condukt.agent.AgentContext``,
 ``condukt.providers.RetryPolicy``...). ``tests/test_public_api.py`` pins this
 list.
 """

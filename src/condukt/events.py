@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, final
 
 import attrs
 
@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 
+@final
 @attrs.frozen
 class AgentStart:
     """A run began. ``session_id`` identifies the agent's conversation, ``run_id`` the run.
@@ -43,6 +44,7 @@ class AgentStart:
     run_id: str = ""
 
 
+@final
 @attrs.frozen
 class TurnStart:
     """A model request is about to be made (turns count from 1)."""
@@ -50,6 +52,7 @@ class TurnStart:
     turn: int
 
 
+@final
 @attrs.frozen
 class TextDelta:
     """A piece of the answer, as it streams in."""
@@ -57,6 +60,7 @@ class TextDelta:
     text: str
 
 
+@final
 @attrs.frozen
 class ThinkingDelta:
     """A piece of the model's reasoning, as it streams in."""
@@ -64,6 +68,7 @@ class ThinkingDelta:
     text: str
 
 
+@final
 @attrs.frozen
 class ToolCallStart:
     """A tool call is about to run."""
@@ -73,6 +78,7 @@ class ToolCallStart:
     arguments: Any
 
 
+@final
 @attrs.frozen
 class ToolCallEnd:
     """A tool call finished; ``result`` is the text the model sees."""
@@ -84,6 +90,7 @@ class ToolCallEnd:
     duration: float
 
 
+@final
 @attrs.frozen
 class ToolProgress:
     """A running tool call reports how far it got (an MCP server's progress, a remote agent's task state).
@@ -115,6 +122,7 @@ class ApprovalRequested:
     expires_at: float | None = None
 
 
+@final
 @attrs.frozen
 class ApprovalDecided:
     """A pending approval was decided: approved, denied (``reason`` goes to the model) or expired."""
@@ -125,6 +133,7 @@ class ApprovalDecided:
     reason: str = ""
 
 
+@final
 @attrs.frozen
 class TurnEnd:
     """A turn (model response and its tool calls) completed."""
@@ -133,6 +142,7 @@ class TurnEnd:
     message: AssistantMessage
 
 
+@final
 @attrs.frozen
 class Retry:
     """A model request failed and will be retried after ``delay`` seconds."""
@@ -143,6 +153,7 @@ class Retry:
     delay: float
 
 
+@final
 @attrs.frozen
 class MaxTurnsReached:
     """The run stopped because it used ``max_turns`` model requests."""
@@ -150,6 +161,7 @@ class MaxTurnsReached:
     max_turns: int
 
 
+@final
 @attrs.frozen
 class AgentEnd:
     """A run completed: its final text, summed usage and number of turns."""
@@ -159,6 +171,7 @@ class AgentEnd:
     turns: int
 
 
+@final
 @attrs.frozen
 class Error:
     """A run failed; ``error_type`` is the exception class name."""
@@ -167,6 +180,7 @@ class Error:
     message: str
 
 
+@final
 @attrs.frozen
 class Done:
     """Always the last event of a run."""
@@ -174,6 +188,7 @@ class Done:
     status: Literal["completed", "failed", "aborted", "timeout"]
 
 
+@final
 @attrs.frozen
 class AgentEvent:
     """An event as published to node subscribers: which agent (session id) emitted it."""
@@ -182,6 +197,7 @@ class AgentEvent:
     event: Event
 
 
+@final
 @attrs.frozen
 class SubagentEvent:
     """An event of a sub-agent, forwarded to its parent's stream."""

@@ -11,7 +11,7 @@ import enum
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, final
 
 import attrs
 
@@ -51,6 +51,7 @@ class Citation:
     title: str | None = None
 
 
+@final
 @attrs.frozen
 class TextBlock:
     """Plain text, with the :class:`Citation` s the provider attached to it, if any."""
@@ -59,6 +60,7 @@ class TextBlock:
     citations: tuple[Citation, ...] = ()
 
 
+@final
 @attrs.frozen
 class ImageBlock:
     """An image, base64-encoded. ``media_type`` is e.g. ``"image/png"``."""
@@ -108,6 +110,7 @@ def _unicode(title: Any) -> Any:
     return title
 
 
+@final
 @attrs.frozen
 class DocumentBlock:
     """A document (a PDF, or a text file), base64-encoded, sent to the model as a file.
@@ -179,6 +182,7 @@ class DocumentBlock:
         return True
 
 
+@final
 @attrs.frozen
 class ThinkingBlock:
     """A model's reasoning. ``signature`` is the provider's opaque token, if any.
@@ -197,6 +201,7 @@ class ThinkingBlock:
     provider: str | None = None
 
 
+@final
 @attrs.frozen
 class ToolCall:
     """A model's request to run a tool.
@@ -211,6 +216,7 @@ class ToolCall:
     arguments: Any = attrs.field(factory=dict)
 
 
+@final
 @attrs.frozen
 class ProviderBlock:
     """A block only its provider understands, kept to be sent back to it as it came.
@@ -284,6 +290,7 @@ def _text_of(blocks: tuple[Any, ...]) -> str:
     return "".join(block.text for block in blocks if type(block) is TextBlock)
 
 
+@final
 @attrs.frozen
 class UserMessage:
     """What the user (or a steer / follow-up) said."""
@@ -337,6 +344,7 @@ class StopReason(enum.StrEnum):
     OTHER = "other"
 
 
+@final
 @attrs.frozen
 class AssistantMessage:
     """One complete model response.
@@ -369,6 +377,7 @@ class AssistantMessage:
         return tuple(block for block in content if type(block) is ToolCall)
 
 
+@final
 @attrs.frozen
 class ToolResultMessage:
     """The outcome of one tool call, sent back to the model."""

@@ -1,25 +1,26 @@
-"""The Agent behaviour: what a user subclasses. The runtime state lives in its :class:`Session`."""
+"""The Agent behaviour: what a user subclasses. The runtime state lives in its :class:`AgentState`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..compaction import Compactor
 from ..events import Event
-from ..otp import Caller, ExitReason, Server
+from ..otp import Caller, ExitReason
 from ..redaction import Redactor
 from ..sandbox import Sandbox
 from ._capability import Capability
 from ._config import AgentConfig
 from ._handle import AgentHandle
 from ._requests import RunRequest
-from ._session import Session
+from ._server import AgentServer, bind_status
+from ._state import AgentState
+from .capabilities.compaction import Compactor
 
-__all__ = ["Agent", "session_of"]
+__all__ = ["Agent"]
 
 
-class Agent(Server):
+class Agent(AgentServer):
     """An LLM agent: an OTP process holding a conversation, a model and tools.
 
     Subclass and set class attributes, override :meth:`tools`, optionally
@@ -107,7 +108,7 @@ class Agent(Server):
     redactor: ClassVar[Redactor | None] = None
 
     handle: AgentHandle
-    __session: Session
+    __state: AgentState
 
     # ------------------------------------------------------------------ behaviour
 
@@ -157,14 +158,14 @@ class Agent(Server):
     @property
     def config(self) -> AgentConfig:
         """The checked, frozen settings of this incarnation (available from :meth:`init` on)."""
-        return self.__session.config
+        return self.__state.context.config
 
     async def terminate(self, reason: ExitReason) -> None:
         """Stops this agent's capabilities (its sub-agents...). Call ``super().terminate(reason)`` when overriding.
 
         Bounded by the agent's shutdown budget, after which it is cancelled.
         """
-        await self.__session._stop(reason)
+        await self.__state.stop(reason)
 
     # ------------------------------------------------------------------ the process (low-level hooks)
 
@@ -173,13 +174,20 @@ class Agent(Server):
 
         Runs in the task that spawns the agent; cancelling it cancels the start.
         """
-        session = self.__session = Session(self, AgentConfig.build(type(self), options))
+        cls = type(self)
+        state = self.__state = AgentState(
+            self,
+            AgentConfig.build(cls, options),
+            plain_agent=Agent,
+            handle_event=self.handle_event if cls.handle_event is not Agent.handle_event else None,
+        )
+        bind_status(self, state)
         await self.init(options)
-        await session._start()
+        await state.start()
 
     def needs_terminate(self) -> bool:
         """Whether the exit has work: capabilities to stop, queued streams to end, or a user ``terminate``."""
-        return self.__session._needs_stop() or type(self).terminate is not Agent.terminate
+        return self.__state.needs_stop() or type(self).terminate is not Agent.terminate
 
     def handle_call_now(self, request: Any, caller: Caller) -> Any:
         """A run asked of an idle agent starts at once, in the caller's task (see ``Server.handle_call_now``).
@@ -188,7 +196,7 @@ class Agent(Server):
         overrides ``handle_call`` gets every call through its mailbox.
         """
         if type(request) is RunRequest and type(self).handle_call is Agent.handle_call:
-            return self.__session._submit_run(request, caller)
+            return self.__state.submit_run(request, caller)
         return NotImplemented
 
     async def handle_call(self, request: Any, caller: Caller) -> Any:
@@ -197,10 +205,10 @@ class Agent(Server):
         Never waits on a run (the mailbox stays responsive), so it is not
         cancelled by one; the process stopping cancels it.
         """
-        session = self.__session
+        state = self.__state
         if type(request) is RunRequest:  # the common message, without a coroutine in between
-            return session._submit_run(request, caller)
-        reply = await session._handle_call(request, caller)
+            return state.submit_run(request, caller)
+        reply = await state.handle_call(request, caller)
         if reply is NotImplemented:
             return await super().handle_call(request, caller)
         return reply
@@ -210,10 +218,6 @@ class Agent(Server):
 
         It never waits, so nothing cancels it midway (the process stopping ends the loop around it).
         """
-        if not self.__session._handle_info(message):
+        if not self.__state.handle_info(message):
             await super().handle_info(message)
 
-
-def session_of(agent: Agent) -> Session:
-    """The :class:`Session` of a running agent (for its handle and capabilities)."""
-    return agent._Agent__session  # type: ignore[attr-defined,no-any-return]

@@ -2,8 +2,11 @@
 
 The turn loop knows nothing of persistence, compaction, redaction,
 structured output, sub-agents or telemetry: each is a :class:`Capability`
-whose hooks the loop calls at fixed points. A user adds their own through
-``Agent.capabilities()`` or the ``capabilities=`` start option.
+whose hooks the loop calls at fixed points, with the agent's
+:class:`~condukt.agent.AgentContext` or the :class:`~condukt.agent.Run`
+being served. A user adds their own through ``Agent.capabilities()`` or the
+``capabilities=`` start option; the built-in ones (:class:`Builtin`, listed
+in :mod:`condukt.agent.capabilities`) the agent makes itself from its options.
 
 Only overridden hooks cost anything: :class:`Hooks` keeps, per hook, the
 bound methods of the capabilities that override it, so the loop iterates
@@ -14,18 +17,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..messages import AssistantMessage, ToolCall, ToolResultMessage
 from ..otp import ExitReason
 from ..providers import ModelRequest
+from ..sessions import RunCheckpoint
 from ..tools import Tool
+from ._context import AgentContext
+from ._run import Run
 
-if TYPE_CHECKING:
-    from ._run import Run
-    from ._session import Session
-
-__all__ = ["HOOKS", "NO_HOOKS", "Capability", "Hooks", "SendRequest"]
+__all__ = ["HOOKS", "NO_HOOKS", "Builtin", "Capability", "Hooks", "SendRequest"]
 
 #: What ``wrap_model_request`` calls to send a request on (the next wrapper, or the model).
 SendRequest = Callable[[ModelRequest], Awaitable[AssistantMessage]]
@@ -34,17 +36,19 @@ SendRequest = Callable[[ModelRequest], Awaitable[AssistantMessage]]
 class Capability:
     """A feature of an agent, plugged into its loop. Override the hooks you need.
 
-    Hooks run in the order the capabilities are listed; every default does
-    nothing. Synchronous hooks run on the loop's hot path: keep them quick.
-    An exception escaping a hook is a bug: it crashes the agent (its
-    supervisor restarts it), except where a hook says otherwise.
+    Hooks get the agent's :class:`~condukt.agent.AgentContext` (``ctx``) or the
+    :class:`~condukt.agent.Run` being served (``run.context`` is the
+    context). Hooks run in the order the capabilities are listed; every
+    default does nothing. Synchronous hooks run on the loop's hot path: keep
+    them quick. An exception escaping a hook is a bug: it crashes the agent
+    (its supervisor restarts it), except where a hook says otherwise.
 
     ==========================  =====================================================================
     hook                        when, and what it may do
     ==========================  =====================================================================
-    ``setup(session)``          once at start, before the model and tools resolve: restore state,
-                                change ``session.config`` / ``session.system_prompt``.
-    ``tools(session)``          after setup: extra tools this capability offers the model.
+    ``setup(ctx)``              once at start, before the model and tools resolve: restore state,
+                                change ``ctx.config`` / ``ctx.system_prompt``, replace ``ctx.declared_tools``.
+    ``tools(ctx)``              after setup: extra tools this capability offers the model.
     ``run_started(run)``        a run began (its prompt is in the history).
     ``prepare_request(run, r)`` before each model request: return the request to send.
     ``wrap_model_request(run,   async, around each model request: call ``send(request)`` (or not),
@@ -67,22 +71,30 @@ class Capability:
     value)``                    raise an AgentError to fail the run.
     ``after_run(run, failure)`` the run ended (``failure`` None on success) and the history holds
                                 only completed turns; async, before ``Done``.
-    ``history_changed(session)`` after every turn, run, clear and compaction: persist it (also mid-turn
-                                while a call waits for approval; see ``session.checkpoint()``).
+    ``history_changed(ctx)``    after every turn, run, clear and compaction: persist it (also mid-turn
+                                while a call waits for approval; see ``ctx.checkpoint()``).
+    ``checkpoint(run, cp)``     describing the run in progress for a snapshot: return ``cp`` (a
+                                RunCheckpoint) completed with what this capability keeps, or None
+                                when the run cannot be resumed from a snapshot.
+    ``compact(ctx)``            async, ``agent.compact()``: shorten ``ctx.messages`` now; what it
+                                raises is raised in ``compact()``'s caller.
+    ``answer(request)``         a call to the agent (``handle.call(request)``) the agent itself does
+                                not know: return the reply, or ``NotImplemented`` to pass it on.
     ``scrub(text)``             text bound for the model, the history, events or telemetry:
                                 return it without what must not leave the agent.
-    ``stop(session, reason)``   the agent is exiting (within its shutdown budget).
+    ``stop(ctx, reason)``       the agent is exiting (within its shutdown budget), or its start
+                                failed after this capability's ``setup``.
     ==========================  =====================================================================
     """
 
-    async def setup(self, session: Session) -> None:
+    async def setup(self, ctx: AgentContext) -> None:
         """Once at start, before the model and tools are resolved.
 
         Runs in the task that starts the agent: cancelling that start
         cancels it, and the agent does not start. What it raises fails the start.
         """
 
-    def tools(self, session: Session) -> Sequence[Tool]:
+    def tools(self, ctx: AgentContext) -> Sequence[Tool]:
         """Extra tools this capability offers (resolved after ``setup``)."""
         return ()
 
@@ -156,19 +168,77 @@ class Capability:
         longer reach it); it is cancelled only when the agent process stops.
         """
 
-    async def history_changed(self, session: Session) -> None:
+    async def history_changed(self, ctx: AgentContext) -> None:
         """The history changed (after a turn, a run, a clear or a compaction).
 
         After a turn it runs inside the run: an abort or the run's timeout
         may cancel it (the turn stays in the history; the next save carries it).
         """
 
+    def checkpoint(self, run: Run, checkpoint: RunCheckpoint) -> RunCheckpoint | None:
+        """``checkpoint`` (the run in progress, for a snapshot) with what this capability keeps of it.
+
+        Return None when the run cannot be resumed from a snapshot: then no
+        checkpoint is saved for it.
+        """
+        return checkpoint
+
+    async def compact(self, ctx: AgentContext) -> None:
+        """``agent.compact()`` asks to shorten the history now (in the agent's maintenance job).
+
+        What it raises is raised in ``compact()``'s caller and the agent goes
+        on. Only the agent process stopping cancels it.
+        """
+
+    def answer(self, request: Any) -> Any:
+        """The reply to a call the agent does not know (``handle.call(request)``), or ``NotImplemented``.
+
+        The first capability that answers wins. An
+        :class:`~condukt.agent.AgentError` it raises is the caller's answer;
+        anything else crashes the agent.
+        """
+        return NotImplemented
+
     def scrub(self, text: str) -> str:
         """``text`` without what must not leave the agent."""
         return text
 
-    async def stop(self, session: Session, reason: ExitReason) -> None:
-        """The agent is exiting: in its ``terminate``, so within its shutdown budget, then cancelled."""
+    async def stop(self, ctx: AgentContext, reason: ExitReason) -> None:
+        """The agent is exiting: in its ``terminate``, so within its shutdown budget, then cancelled.
+
+        Also when the agent's start fails after this capability's ``setup``
+        (``reason`` is the exception): release what ``setup`` opened.
+        """
+
+
+class Builtin(Capability):
+    """A built-in capability: the agent makes it itself, when its options ask for it.
+
+    The built-ins and their order are listed in
+    :mod:`condukt.agent.capabilities`. Each one says when it applies by
+    overriding one or more of the class methods below (each returns the
+    capability to add, or None; an exception fails the start, or the run):
+
+    * :meth:`at_start`: before any capability's ``setup``;
+    * :meth:`once_resolved`: after setup, once the tools and the model are
+      resolved (it is not set up, and offers no tools);
+    * :meth:`for_run`: for one run, in that run's hooks only.
+    """
+
+    @classmethod
+    def at_start(cls, ctx: AgentContext) -> Capability | None:
+        """The capability this agent gets before setup, or None."""
+        return None
+
+    @classmethod
+    def once_resolved(cls, ctx: AgentContext) -> Capability | None:
+        """The capability this agent gets once its tools and model are resolved, or None."""
+        return None
+
+    @classmethod
+    def for_run(cls, ctx: AgentContext, run: Run) -> Capability | None:
+        """The capability ``run`` gets, or None."""
+        return None
 
 
 #: The hook names, in the order of the table above.
@@ -189,6 +259,9 @@ HOOKS = (
     "review_result",
     "after_run",
     "history_changed",
+    "checkpoint",
+    "compact",
+    "answer",
     "scrub",
     "stop",
 )
@@ -199,9 +272,8 @@ class Hooks:
 
     Which hooks a list of capabilities overrides depends only on their
     classes: that plan is worked out once per tuple of classes (a bounded
-    cache), so an agent's start binds only the hooks in use: for a default
-    agent's one capability, 2.0–2.3 µs instead of 8.2–12 µs (measured side
-    by side, 2026-12-01).
+    cache), so an agent's start binds only the hooks in use
+    (``benchmarks/agent_loop.py`` measures starts).
     """
 
     __slots__ = HOOKS
@@ -222,6 +294,9 @@ class Hooks:
     review_result: tuple[Any, ...]
     after_run: tuple[Any, ...]
     history_changed: tuple[Any, ...]
+    checkpoint: tuple[Any, ...]
+    compact: tuple[Any, ...]
+    answer: tuple[Any, ...]
     scrub: tuple[Any, ...]
     stop: tuple[Any, ...]
 

@@ -8,19 +8,15 @@ import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from ..compaction import Compactor
-from ..providers import Model, ModelSettings, ThinkingLevel, validate_thinking_level
+from ..providers import Model, ModelSettings, ThinkingLevel, resolve_model, validate_thinking_level
 from ..providers.lowlevel import model_settings
 from ..redaction import Redactor
 from ..sandbox import Sandbox
 from ._validate import check_bool, check_count, check_mapping, check_seconds, check_str
-
-if TYPE_CHECKING:
-    from ._agent import Agent
 
 __all__ = ["AGENT_OPTIONS", "CLASS_ATTRIBUTES", "AgentConfig"]
 
@@ -77,6 +73,16 @@ def _instance_of(name: str, protocol: type, what: str) -> Callable[[Any], Any]:
     return check
 
 
+def _compactor(value: Any) -> Any:
+    # Checked by its method, as the Compactor protocol's isinstance would: the protocol lives with the
+    # compaction capability, which sits above this module (it reads an agent's config).
+    if value is not None and (isinstance(value, type) or not callable(getattr(value, "compact", None))):
+        raise TypeError(
+            f"compactor must have an async compact(messages) method (an instance, not a class), got {value!r}"
+        )
+    return value
+
+
 def _store(value: Any) -> Any:
     if value is not None and (isinstance(value, type) or not callable(getattr(value, "bind", None))):
         raise TypeError(f"session_store must be a SessionStore instance, got {value!r}")
@@ -120,7 +126,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "session_store": _store,
     "session_store_key": _key("session_store_key"),
     "redactor": _instance_of("redactor", Redactor, "a redact(text) method"),
-    "compactor": _instance_of("compactor", Compactor, "an async compact(messages) method"),
+    "compactor": _compactor,
     "tools": _list("tools", "tools (Tool classes or instances)"),
     "capabilities": _list("capabilities", "capabilities"),
     "subagents": lambda v: check_mapping("subagents", v),
@@ -197,7 +203,8 @@ class AgentConfig:
     session_store: Any
     session_store_key: str | None
     redactor: Redactor | None
-    compactor: Compactor | None
+    #: A :class:`~condukt.compaction.Compactor`, or None.
+    compactor: Any
     tools: tuple[Any, ...] | None = attrs.field(repr=False)
     capabilities: tuple[Any, ...] | None = attrs.field(repr=False)
     subagents: Mapping[str, Any] | None = attrs.field(repr=False)
@@ -207,7 +214,7 @@ class AgentConfig:
     options: Mapping[str, Any] = attrs.field(repr=False)
 
     @classmethod
-    def build(cls, agent: type[Agent], options: Mapping[str, Any]) -> AgentConfig:
+    def build(cls, agent: type[Any], options: Mapping[str, Any]) -> AgentConfig:
         """Check ``options`` against ``agent``'s class attributes; raises ``TypeError``/``ValueError``."""
         if not AGENT_OPTIONS.issuperset(options):
             unknown = set(options) - AGENT_OPTIONS - agent.extra_options
@@ -233,8 +240,6 @@ class AgentConfig:
 
     def resolved_model(self, node: Any) -> Model:
         """The :class:`~condukt.providers.Model` for ``model`` (``ValueError`` if there is none)."""
-        from ..providers import resolve_model
-
         if self.model is None:
             raise ValueError("the agent has no model: set the model class attribute or pass model=")
         return resolve_model(
@@ -250,7 +255,7 @@ _read_class_attributes = operator.attrgetter(*sorted(CLASS_ATTRIBUTES))
 _DEFAULTS: weakref.WeakKeyDictionary[type, tuple[tuple[Any, ...], dict[str, Any]]] = weakref.WeakKeyDictionary()
 
 
-def _class_defaults(agent: type[Agent]) -> dict[str, Any]:
+def _class_defaults(agent: type[Any]) -> dict[str, Any]:
     raw = _read_class_attributes(agent)
     cached = _DEFAULTS.get(agent)
     if cached is not None and cached[0] == raw:

@@ -17,8 +17,11 @@ from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
 from ..otp.lowlevel import send_system, server_of, start_call
 from ..providers import ModelSettings
 from ..providers.lowlevel import model_settings as check_model_settings
+from ..schema import Schema
 from ..tools.read import IMAGE_TYPES
-from ._info import AgentInfo, info_of
+from ._info import AgentInfo
+from ._input import render_input
+from ._operations import run_operation
 from ._requests import (
     AbortRun,
     CancelRun,
@@ -32,15 +35,14 @@ from ._requests import (
     RunRequest,
     Steer,
 )
-from ._structured import output_spec, render_input
+from ._result import RunResult
+from ._server import AgentStatus, status_of
 from ._validate import check_callable, check_count, check_seconds, check_str
 
 if TYPE_CHECKING:
     from ..sessions import PendingApproval
-    from ._run import RunResult
-    from ._session import Session
 
-__all__ = ["AgentHandle", "EventStream", "STREAM_BUFFER", "stop_quietly"]
+__all__ = ["STREAM_BUFFER", "AgentHandle", "EventStream", "refuse_inside_own_run", "run_request"]
 
 #: Events buffered between a streaming run and its reader; a slower reader
 #: holds the run back rather than letting memory grow.
@@ -94,7 +96,7 @@ def _load_documents(
     return tuple(blocks)
 
 
-def _request(
+def run_request(
     prompt: str,
     timeout: float | None,
     max_turns: int | None,
@@ -121,7 +123,7 @@ def _request(
         max_turns = check_count("max_turns", max_turns, optional=True)
     if on_event is not None:
         check_callable("on_event", on_event)
-    spec = None if output is None else output_spec(output)
+    schema = None if output is None else Schema.of(output)
     if input is not None or input_schema is not None:
         rendered = render_input(input, input_schema)
         prompt = f"{prompt}\n\n{rendered}" if prompt else rendered
@@ -133,7 +135,7 @@ def _request(
     if settings is not None:
         settings = check_model_settings(settings)
     # Positional, in RunRequest's field order (prompt, attachments, timeout, max_turns, sink, output, on_event...).
-    return RunRequest(prompt, attachments, timeout, max_turns, None, spec, on_event, settings)
+    return RunRequest(prompt, attachments, timeout, max_turns, None, schema, on_event, settings)
 
 
 class AgentHandle(Handle):
@@ -147,33 +149,22 @@ class AgentHandle(Handle):
 
     __slots__ = ()
 
-    def _session(self) -> Session:
-        server = server_of(self)
-        if server is None:
+    def _status(self) -> AgentStatus:
+        status = status_of(server_of(self))
+        if status is None:
             raise NoProc(f"{self!r} is not alive")
-        session: Session = server._Agent__session  # type: ignore[attr-defined]  # the agent's own, same package
-        return session
+        return status
 
     def _inside_own_run(self) -> bool:
         """Whether the calling task is part of one of this agent's runs (a tool, an event callback)."""
-        server = server_of(self)
-        if server is None:
-            return False
-        lifecycle = server._Agent__session._lifecycle  # type: ignore[attr-defined]
-        if lifecycle._worker is None:  # no job in progress (the common case): nothing to look up
+        status = status_of(server_of(self))
+        if status is None or not status.working:  # no job in progress (the common case): nothing to look up
             return False
         try:
             task = trio.lowlevel.current_task()
         except RuntimeError:  # no task: a guest run's host loop, between trio's ticks (``start_run`` from asyncio)
             return False
-        return bool(lifecycle.runs_in(task))
-
-    def _refuse_inside_own_run(self, what: str) -> None:
-        if self._inside_own_run():
-            raise CallingSelf(
-                f"{what} from inside {self!r}'s own run would wait for that run to end (a deadlock); "
-                "use follow_up() to queue a prompt behind it"
-            )
+        return status.runs_in(task)
 
     @property
     def session_id(self) -> str:
@@ -181,17 +172,17 @@ class AgentHandle(Handle):
 
         Raises :class:`NoProc` once the agent exited.
         """
-        return self._session().id
+        return self._status().session_id
 
     @property
     def running(self) -> bool:
         """Whether a run is in progress (running or delivering its result)."""
-        return self._session()._lifecycle.current is not None
+        return self._status().running
 
     @property
     def state(self) -> str:
         """The lifecycle state: ``"idle"``, ``"running"``, ``"finishing"`` or ``"maintaining"``."""
-        return self._session()._lifecycle.state.value
+        return self._status().lifecycle_state
 
     def info(self) -> AgentInfo:
         """What the agent is doing now: state, queue, and the run in progress (turn, tokens, tool calls in flight).
@@ -199,12 +190,12 @@ class AgentHandle(Handle):
         A snapshot for dashboards (the observer, ``docs/observer.md``).
         Synchronous; raises :class:`NoProc` once the agent exited.
         """
-        return info_of(self._session())
+        return self._status().info()
 
     @property
     def queued(self) -> int:
         """How many runs (and ``clear``/``compact`` calls) wait behind the current one."""
-        return len(self._session()._lifecycle.queue)
+        return self._status().queued
 
     async def run(
         self,
@@ -268,10 +259,10 @@ class AgentHandle(Handle):
         In every case the history holds only completed turns; a run that
         completed none leaves no trace of its prompt in it.
         """
-        request = _request(
+        request = run_request(
             prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents, model_settings
         )
-        self._refuse_inside_own_run("run()")
+        refuse_inside_own_run(self, "run()")
         # A cancelled caller starts nothing: an idle agent would start the run
         # right here (``handle_call_now``), where the mailbox skips a withdrawn call.
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -313,10 +304,10 @@ class AgentHandle(Handle):
         :class:`~condukt.CallingSelf` from inside the agent's own run; raises
         :class:`~condukt.CallError` while iterating if the agent crashed.
         """
-        request = _request(
+        request = run_request(
             prompt, timeout, max_turns, images, output, input, input_schema, None, documents, model_settings
         )
-        self._refuse_inside_own_run("stream()")
+        refuse_inside_own_run(self, "stream()")
         return _StreamContext(self, request)
 
     async def abort(self, run_id: str | None = None) -> bool:
@@ -379,12 +370,10 @@ class AgentHandle(Handle):
         conversation. Raises :class:`UnknownOperation`. Cancelling the caller
         stops the transient agent.
         """
-        from ._operations import run_operation
-
-        session = self._session()
-        merged = {k: v for k, v in session.config.options.items() if k not in _NOT_FOR_OPERATIONS}
+        status = self._status()
+        merged = {k: v for k, v in status.start_options.items() if k not in _NOT_FOR_OPERATIONS}
         merged.update(options)
-        return await run_operation(type(session.agent), name, input, **merged)
+        return await run_operation(status.agent_class, name, input, **merged)
 
     async def approve(self, call_id: str, *, timeout: float | None = 5.0) -> None:
         """Let the tool call ``call_id`` (from :class:`~condukt.events.ApprovalRequested`) run.
@@ -455,7 +444,7 @@ class AgentHandle(Handle):
         caller while it waits may leave the clear queued.
         """
         timeout = check_seconds("timeout", timeout)
-        self._refuse_inside_own_run("clear()")
+        refuse_inside_own_run(self, "clear()")
         await self.call(Clear(), timeout=timeout)
 
     async def compact(self, *, timeout: float | None = None) -> int:
@@ -467,23 +456,21 @@ class AgentHandle(Handle):
         a compaction already queued or running still happens.
         """
         timeout = check_seconds("timeout", timeout)
-        self._refuse_inside_own_run("compact()")
+        refuse_inside_own_run(self, "compact()")
         result: int = await self.call(Compact(), timeout=timeout)
         return result
 
 
-async def stop_quietly(handle: Handle, reason: str = "normal") -> None:
-    """Stop ``handle`` if it still runs, shielded from cancellation, never raising.
+def refuse_inside_own_run(handle: AgentHandle, what: str) -> None:
+    """Raise :class:`~condukt.CallingSelf` when the calling task is part of ``handle``'s own run.
 
-    For cleanup in ``finally`` blocks: transient agents (one-shots,
-    sub-agents) must be gone however their caller leaves.
+    Such a caller waiting for the agent would wait for itself (a deadlock).
     """
-    with trio.CancelScope(shield=True):
-        if handle.alive:
-            try:
-                await handle.stop(reason)
-            except ConduktError:
-                pass  # it exited on its own in the meantime
+    if handle._inside_own_run():
+        raise CallingSelf(
+            f"{what} from inside {handle!r}'s own run would wait for that run to end (a deadlock); "
+            "use follow_up() to queue a prompt behind it"
+        )
 
 
 class EventStream:

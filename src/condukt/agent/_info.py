@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import attrs
-import trio
 
 from ..messages import Usage
 
-if TYPE_CHECKING:
-    from ._session import Session
-
-__all__ = ["AgentInfo", "RunInfo", "ToolCallInfo", "info_of"]
+__all__ = ["AgentInfo", "RunInfo", "ToolCallInfo"]
 
 
 @attrs.frozen
@@ -47,19 +41,3 @@ class AgentInfo:
     state: str
     queued: int
     run: RunInfo | None
-
-
-def info_of(session: Session) -> AgentInfo:
-    """The :class:`AgentInfo` of ``session`` now (reads the agent's state; never awaits)."""
-    lifecycle = session._lifecycle
-    run = lifecycle.current
-    run_info = None
-    if run is not None:
-        in_flight: tuple[ToolCallInfo, ...] = ()
-        calls = run.tool_calls
-        if calls is not None:
-            pairs = zip(calls.calls, calls.results, strict=True)
-            in_flight = tuple(ToolCallInfo(call.id, call.name) for call, result in pairs if result is None)
-        elapsed = trio.current_time() - run.started_at if run.started_at else 0.0
-        run_info = RunInfo(run.id, session.scrub(run.prompt), run.turn, run.usage, in_flight, elapsed)
-    return AgentInfo(session.id, lifecycle.state.value, len(lifecycle.queue), run_info)

@@ -31,20 +31,18 @@ import contextlib
 import enum
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 from trio.lowlevel import Task, current_task
 
 from ..events import Done, Error
 from ..otp import NO_REPLY, Caller
+from ._context import AgentContext
 from ._errors import Aborted, Busy, NotRunning
-from ._loop import cancellation, run_turns
+from ._loop import cancellation, run_turns, settle, settle_waits
 from ._requests import RunRequest
 from ._run import Run
-
-if TYPE_CHECKING:
-    from ._session import Session
 
 __all__ = ["Lifecycle", "State"]
 
@@ -74,6 +72,12 @@ class _Operation:
         self.caller = caller
 
 
+class Runs(Protocol):
+    """What the lifecycle asks of its agent: the run for a follow-up's text (nobody waits for its answer)."""
+
+    def follow_up_run(self, text: str) -> Run: ...
+
+
 class Lifecycle:
     """The state machine of one agent process (see the module docstring)."""
 
@@ -82,15 +86,18 @@ class Lifecycle:
         "_guarding",
         "_next",
         "_worker",
+        "ctx",
         "current",
         "follow_ups",
         "queue",
-        "session",
+        "runs",
         "state",
     )
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, ctx: AgentContext, runs: Runs) -> None:
+        self.ctx = ctx
+        #: Makes the runs of follow-ups (the agent's state; a reference, not a bound method per agent).
+        self.runs = runs
         self.state = State.IDLE
         #: The run that is RUNNING or FINISHING.
         self.current: Run | None = None
@@ -139,14 +146,14 @@ class Lifecycle:
         elif self.state is State.FINISHING:
             self._follow_ups().append(text)
         else:
-            raise NotRunning(f"{self.session.handle!r} has no run to steer")
+            raise NotRunning(f"{self.ctx.handle!r} has no run to steer")
 
     def follow_up(self, text: str) -> None:
         """Run ``text`` after the current job (now if idle); :class:`Busy` when that queue is full."""
         if self.state is State.IDLE:
-            self._start(self.session._follow_up_run(text))
+            self._start(self.runs.follow_up_run(text))
             return
-        limit = self.session.config.max_follow_ups
+        limit = self.ctx.config.max_follow_ups
         if len(self.follow_ups) >= limit:
             raise Busy(f"{len(self.follow_ups)} follow-ups are already queued (max_follow_ups={limit})")
         self._follow_ups().append(text)
@@ -204,9 +211,9 @@ class Lifecycle:
     # ------------------------------------------------------------------ transitions
 
     def _enqueue(self, job: Run | _Operation) -> None:
-        limit = self.session.config.max_queued_runs
+        limit = self.ctx.config.max_queued_runs
         if len(self.queue) >= limit:
-            raise Busy(f"{self.session.handle!r} already has {len(self.queue)} queued runs (max_queued_runs={limit})")
+            raise Busy(f"{self.ctx.handle!r} already has {len(self.queue)} queued runs (max_queued_runs={limit})")
         if self.queue is _EMPTY:
             self.queue = deque()
         self.queue.append(job)
@@ -221,7 +228,7 @@ class Lifecycle:
         if self._worker is None:  # else the worker is between jobs and takes this one next
             self._worker = _STARTING
             caller = job.caller if type(job) is Run else None
-            if caller is not None and caller.can_host and not self.session._settle_waits(job):  # type: ignore[arg-type]
+            if caller is not None and caller.can_host and not settle_waits(job):  # type: ignore[arg-type]
                 # A run asked of an idle agent by a task that waits for it: that
                 # task runs it (no worker task to start, no switch to it and back).
                 # Not a run whose end awaits listeners or hooks (events to
@@ -231,7 +238,7 @@ class Lifecycle:
                 # 388k instructions with a no-op ``on_event``).
                 caller.host(self._hosted_job, self._cancel_hosted)
             else:
-                self.session.agent.start_soon(self._work)
+                self.ctx.agent.start_soon(self._work)
 
     def _to_finishing(self, run: Run, failure: BaseException | None) -> None:
         self.state = State.FINISHING
@@ -251,7 +258,7 @@ class Lifecycle:
         self.state = State.IDLE
         self.current = None
         if self.follow_ups:
-            self._start(self.session._follow_up_run(self.follow_ups.popleft()))
+            self._start(self.runs.follow_up_run(self.follow_ups.popleft()))
         elif self.queue:
             self._start(self.queue.popleft())
 
@@ -273,7 +280,7 @@ class Lifecycle:
         """Make sure queued streams end if the process exits (a kill included)."""
         if not self._guarding:
             self._guarding = True
-            self.session.agent.start_soon(self._close_on_exit)
+            self.ctx.agent.start_soon(self._close_on_exit)
 
     async def _close_on_exit(self) -> None:
         try:
@@ -291,7 +298,6 @@ class Lifecycle:
         """
         self._worker = current_task()
         self._depth = 0
-        session = self.session
         while True:
             job = self._next
             if job is None:
@@ -299,13 +305,13 @@ class Lifecycle:
                 return
             self._next = None
             if type(job) is not Run:
-                await self._operation_job(job)  # type: ignore[arg-type]
+                await self._operation_job(job)
                 continue
             run: Run = job
             try:
-                value, failure = await run_turns(session, run)
+                value, failure = await run_turns(run)
                 self._to_finishing(run, failure)
-                await session._settle(run, value, failure)
+                await settle(run, value, failure)
             finally:
                 if run.sink is not None:
                     run.sink.close()
@@ -331,26 +337,25 @@ class Lifecycle:
         run: Run = self._next  # type: ignore[assignment]  # hosting is only offered for runs
         self._next = None
         run.hosted = True
-        session = self.session
         try:
-            value, failure = await run_turns(session, run)
+            value, failure = await run_turns(run)
         except BaseException as exc:
             if run.aborted and not run.ending and cancellation(exc):  # the caller left (the history is rolled back)
                 self._worker = _STARTING
-                session.agent.start_soon(self._settle_left, run, None, Aborted("run aborted"))
+                self.ctx.agent.start_soon(self._settle_left, run, None, Aborted("run aborted"))
             raise
         if run.ending:
             return
-        if session._settle_waits(run):
+        if settle_waits(run):
             # Its settle awaits (callbacks, hooks, a store): a worker task does it,
             # and the caller waits for the reply, which it may leave, as from a
             # worker's run. (Shielded in the caller's task, a callback whose
             # reader went with the caller's cancellation would hold it forever.)
             self._worker = _STARTING
-            session.agent.start_soon(self._settle_left, run, value, failure)
+            self.ctx.agent.start_soon(self._settle_left, run, value, failure)
         else:
             self._to_finishing(run, failure)
-            await session._settle(run, value, failure)  # nothing in it waits: nothing can cancel it
+            await settle(run, value, failure)  # nothing in it waits: nothing can cancel it
             self._answer(run, value, failure)
             self._worker = None
             self._to_idle()
@@ -360,7 +365,7 @@ class Lifecycle:
         self._worker = current_task()
         self._depth = 0
         self._to_finishing(run, failure)
-        await self.session._settle(run, value, failure)
+        await settle(run, value, failure)
         self._answer(run, value, failure)
         run = None  # type: ignore[assignment]  # not kept alive while the next jobs run
         self._to_idle()
@@ -384,6 +389,12 @@ class Lifecycle:
                 caller.reply_error(failure)
         for waiter in run.abort_waiters:
             waiter.reply(True)
+
+    @property
+    def working(self) -> bool:
+        """Whether a job is in progress in a task (a worker, or a caller hosting its run)."""
+        worker = self._worker
+        return worker is not None and worker is not _STARTING
 
     def runs_in(self, task: Task) -> bool:
         """Whether ``task`` is this agent's worker or one of its descendants (a tool, a callback's task).

@@ -8,9 +8,9 @@ from typing import Any
 
 from ..events import Event
 from ..messages import DocumentBlock, ImageBlock
-from ..otp import Node, current_node, open_node
+from ..otp import Node
 from ._agent import Agent
-from ._handle import AgentHandle, stop_quietly
+from ._transient import run_once
 
 __all__ = ["run"]
 
@@ -60,32 +60,17 @@ async def run(
         if prompt is None:
             raise TypeError("condukt.run(MyAgent, prompt) needs a prompt")
         agent_class = agent
-    options.setdefault("load_project_instructions", False)
-    options.setdefault("session_store", None)
-    run_kwargs: dict[str, Any] = {
-        "output": output,
-        "input": input,
-        "input_schema": input_schema,
-        "timeout": timeout,
-        "max_turns": max_turns,
-        "images": images,
-        "documents": documents,
-        "on_event": on_event,
-    }
-    if node is not None and not isinstance(node, Node):
-        raise TypeError(f"node must be a condukt Node, got {node!r}")
-    node = node or current_node()
-    if node is not None:
-        return await _run_on(node, agent_class, prompt, options, run_kwargs)
-    async with open_node() as temporary:
-        return await _run_on(temporary, agent_class, prompt, options, run_kwargs)
-
-
-async def _run_on(
-    node: Any, agent_class: type[Agent], prompt: str, options: dict[str, Any], run_kwargs: dict[str, Any]
-) -> Any:
-    handle: AgentHandle = await node.spawn(agent_class, **options)
-    try:
-        return await handle.run(prompt, **run_kwargs)
-    finally:
-        await stop_quietly(handle)
+    return await run_once(
+        agent_class,
+        prompt,
+        output=output,
+        input=input,
+        input_schema=input_schema,
+        timeout=timeout,
+        max_turns=max_turns,
+        images=images,
+        documents=documents,
+        on_event=on_event,
+        node=node,
+        **options,
+    )

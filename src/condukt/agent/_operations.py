@@ -6,9 +6,9 @@ from typing import Any
 
 import attrs
 
-from ._agent import Agent
+from ..otp import Server
 from ._errors import UnknownOperation
-from ._oneshot import run
+from ._transient import run_once
 
 __all__ = ["BoundOperation", "Operation", "operation", "operations_of", "run_operation"]
 
@@ -48,7 +48,7 @@ class Operation:
         table[self.name] = self
         owner.__condukt_operations__ = table  # type: ignore[attr-defined]
 
-    def __get__(self, instance: Any, owner: type[Agent]) -> BoundOperation:
+    def __get__(self, instance: Any, owner: type[Server]) -> BoundOperation:
         return BoundOperation(owner, self)
 
 
@@ -56,7 +56,8 @@ class Operation:
 class BoundOperation:
     """An operation of one agent class, ready to call."""
 
-    agent: type[Agent]
+    #: The agent class (a :class:`~condukt.Agent` subclass).
+    agent: type[Server]
     # Annotated as Any: an ``Operation``-typed attribute would be read through
     # its descriptor protocol by type checkers.
     operation: Any
@@ -70,7 +71,7 @@ class BoundOperation:
         Cancelling the caller aborts the run and stops its transient agent.
         """
         op: Operation = self.operation
-        return await run(
+        return await run_once(
             self.agent,
             op.instructions,
             input=input,
@@ -87,12 +88,12 @@ def operation(*, output: Any, instructions: str, input: Any = None, name: str = 
     return Operation(output=output, instructions=instructions.strip(), input=input, name=name)
 
 
-def operations_of(agent: type[Agent]) -> dict[str, Operation]:
+def operations_of(agent: type[Server]) -> dict[str, Operation]:
     """The operations declared on ``agent`` (and its bases), by name."""
     return dict(getattr(agent, "__condukt_operations__", {}))
 
 
-async def run_operation(agent: type[Agent], name: str, input: Any = None, /, **options: Any) -> Any:
+async def run_operation(agent: type[Server], name: str, input: Any = None, /, **options: Any) -> Any:
     """Run the operation ``name`` of ``agent``; :class:`UnknownOperation` if there is none.
 
     Otherwise as calling the operation: cancelling the caller aborts the run

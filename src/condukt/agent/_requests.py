@@ -1,35 +1,45 @@
-"""The messages an :class:`AgentHandle` sends to its agent process (private protocol)."""
+"""The messages an :class:`AgentHandle` sends to its agent process (private protocol).
+
+The kernel answers most of them itself. A :class:`Routed` request is a
+feature's: the capabilities' ``answer`` hooks get it (approvals answer
+``Decide`` and ``GetApprovals``), and it says itself what the reply is when
+no capability takes it.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, final
 
 import attrs
 import trio
 
 from ..messages import DocumentBlock, ImageBlock
+from ..schema import Schema
+from ._errors import UnknownApproval
 
 __all__ = [
     "AbortRun",
     "CancelRun",
-    "Decide",
-    "GetApprovals",
-    "GetLastResult",
     "Clear",
     "Compact",
+    "Decide",
     "FollowUp",
+    "GetApprovals",
     "GetHistory",
+    "GetLastResult",
+    "Routed",
     "RunRequest",
     "Steer",
 ]
 
 
+@final
 @attrs.define(eq=False)
 class RunRequest:
     """Start a run (or queue it). ``sink`` receives its events; a stream run is answered with its id at once.
 
-    ``output`` is the compiled result schema (a :class:`~condukt.schema.Schema`)
-    or ``None``. ``attachments`` are the images and documents sent after the
+    ``output`` is the result schema, compiled by the handle (a
+    :class:`~condukt.schema.Schema`), or ``None``. ``attachments`` are the images and documents sent after the
     prompt's text. Arguments are checked by the handle before this is sent.
     """
 
@@ -38,12 +48,13 @@ class RunRequest:
     timeout: float | None = None
     max_turns: int | None = None
     sink: trio.MemorySendChannel[Any] | None = None
-    output: Any = None
+    output: Schema[Any] | None = None
     on_event: Any = None
     #: The run's :class:`~condukt.ModelSettings` (over the agent's), or ``None``.
     model_settings: Any = None
 
 
+@final
 @attrs.frozen
 class AbortRun:
     """Stop a run and wait until it has stopped.
@@ -59,6 +70,7 @@ class AbortRun:
     from_run: bool = False
 
 
+@final
 @attrs.frozen
 class CancelRun:
     """Fire-and-forget abort of one run whose caller went away (running or still queued)."""
@@ -66,6 +78,7 @@ class CancelRun:
     run: RunRequest
 
 
+@final
 @attrs.frozen
 class Steer:
     """Add a user message before the next model request of the active run."""
@@ -73,6 +86,7 @@ class Steer:
     text: str
 
 
+@final
 @attrs.frozen
 class FollowUp:
     """Queue a prompt to run after the current run."""
@@ -80,35 +94,59 @@ class FollowUp:
     text: str
 
 
+@final
 @attrs.frozen
 class GetHistory:
     """Ask for the conversation."""
 
 
+@final
 @attrs.frozen
 class Clear:
     """Forget the conversation (after the runs queued before it)."""
 
 
+@final
 @attrs.frozen
 class Compact:
     """Run the compactor now (after the runs queued before it)."""
 
 
+class Routed:
+    """A request a capability answers (its ``answer`` hook), not the kernel."""
+
+    __slots__ = ()
+
+    def unanswered(self) -> Any:
+        """The reply when no capability answered (or raise what the caller gets)."""
+        return NotImplemented
+
+
+@final
 @attrs.frozen
-class Decide:
-    """Approve or deny a tool call waiting for approval."""
+class Decide(Routed):
+    """Approve or deny a tool call waiting for approval (the approvals capability answers)."""
 
     call_id: str
     approved: bool
     reason: str = ""
 
+    def unanswered(self) -> Any:
+        """No agent without approvals has a call waiting."""
+        raise UnknownApproval(self.call_id)
 
+
+@final
 @attrs.frozen
-class GetApprovals:
-    """Ask for the tool calls waiting for approval."""
+class GetApprovals(Routed):
+    """Ask for the tool calls waiting for approval (the approvals capability answers)."""
+
+    def unanswered(self) -> Any:
+        """Nothing waits."""
+        return ()
 
 
+@final
 @attrs.frozen
 class GetLastResult:
     """Ask for the outcome of the last run that ended."""

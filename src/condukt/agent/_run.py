@@ -1,24 +1,26 @@
-"""One run inside the agent process: what it was asked, where it stands, who waits for it."""
+"""One run inside the agent process: what it was asked, where it stands, who hears of it."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+import logging
+import warnings
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, final
 
-import attrs
 import trio
 
-from ..messages import DocumentBlock, ImageBlock, Usage
+from ..events import AgentEvent, Event
+from ..messages import AssistantMessage, DocumentBlock, ImageBlock, Message, Usage
 from ..otp import Caller
+from ._context import AgentContext
+from ._requests import RunRequest
 
 if TYPE_CHECKING:
-    from ..events import Event
     from ..sessions import RunCheckpoint
-    from ._capability import Hooks
-    from ._requests import RunRequest
-    from ._session import Session
 
-__all__ = ["NO_USAGE", "Run", "RunResult"]
+__all__ = ["NO_USAGE", "Listeners", "Run", "resumed_turn"]
+
+logger = logging.getLogger("condukt.agent")
 
 #: The scope of every run that has not started (never entered, never cancelled).
 _NOT_STARTED = trio.CancelScope()
@@ -26,54 +28,59 @@ _NOT_STARTED = trio.CancelScope()
 NO_USAGE = Usage()
 
 
-@attrs.frozen
-class RunResult:
-    """How a run ended: what ``agent.last_result()`` returns.
+class Listeners:
+    """Who hears every run of one agent besides the run's own stream and callback.
 
-    ``status`` is that of its :class:`~condukt.events.Done`; ``value`` the
-    result (final text or structured result) when it completed; ``error``
-    the exception it failed with (the one its caller got), else None. A run
-    whose caller is gone (resumed after a restart, a follow-up) ends here
-    too, and in the events its subscribers receive.
+    Node subscribers (``node.subscribe``) and the agent's ``handle_event``
+    (when its class overrides it): one per agent incarnation.
     """
 
-    run_id: str
-    status: Literal["completed", "failed", "aborted", "timeout"]
-    value: Any = None
-    error: BaseException | None = None
+    __slots__ = ("context", "handle_event", "pubsub", "subscribed")
 
+    def __init__(self, context: AgentContext, handle_event: Callable[[Event], Awaitable[None]] | None) -> None:
+        self.context = context
+        #: The agent's ``handle_event``, or None when its class leaves it as it is.
+        self.handle_event = handle_event
+        self.pubsub = context.node.pubsub
+        #: The node's topics with subscribers (empty: nobody to publish events to): a live view.
+        self.subscribed = self.pubsub.topics
+
+
+@final
 class Run:
     """The state of one run, from the moment the agent accepted it until its ``Done``.
 
     Capabilities receive it in their hooks. Read-only for them, except
     ``state``, a dict a capability may keep per-run data in (under a key of
-    its own). ``session`` is the agent's :class:`Session`; ``id`` is unique within the node; ``turn`` counts model
-    requests from 1; ``usage`` sums the responses' usage so far; ``text`` is
-    the latest non-empty answer text; ``resumed`` the
+    its own). ``context`` is the agent's :class:`~condukt.agent.AgentContext`;
+    ``id`` is unique within the node; ``turn`` counts model requests from 1;
+    ``usage`` sums the responses' usage so far; ``text`` is the latest
+    non-empty answer text; ``resumed`` the
     :class:`~condukt.sessions.RunCheckpoint` a run restarted after a crash
     continues from (None for a new run).
     """
 
     __slots__ = (
+        "_state",
         "abort_waiters",
         "aborted",
+        "attachments",
         "caller",
+        "context",
         "ending",
         "hooks",
         "hosted",
         "id",
-        "attachments",
+        "listeners",
         "max_turns",
         "on_event",
         "prompt",
         "request",
         "resumed",
         "scope",
-        "session",
         "sink",
         "start",
         "started_at",
-        "_state",
         "steers",
         "taken",
         "text",
@@ -85,13 +92,14 @@ class Run:
 
     def __init__(
         self,
-        session: Session,
+        listeners: Listeners,
         run_id: str,
         request: RunRequest,
         caller: Caller | None,
-        hooks: Hooks,
+        resumed: RunCheckpoint | None = None,
     ) -> None:
-        self.session = session
+        self.context = listeners.context
+        self.listeners = listeners
         self.id = run_id
         self.request = request
         self.prompt = request.prompt
@@ -105,7 +113,8 @@ class Run:
         self.ending = False
         self.sink = request.sink
         self.on_event = request.on_event
-        self.hooks = hooks
+        #: The run's capability hooks (a ``Hooks``), set once the agent has planned the run.
+        self.hooks: Any = None
         #: Cancelled by :meth:`abort` and at the run's deadline; made when the run starts.
         self.scope = _NOT_STARTED
         self.aborted = False
@@ -127,16 +136,67 @@ class Run:
         self.start = -1
         self.started_at = 0.0
         #: The checkpoint this run resumes (after a restart), else None.
-        self.resumed: RunCheckpoint | None = None
+        self.resumed = resumed
 
-    def emit(self, event: Event) -> Awaitable[None]:
-        """Deliver ``event`` to the run's listeners (await the result).
+    @property
+    def session(self) -> AgentContext:
+        """Deprecated: the agent's :class:`~condukt.agent.AgentContext` is ``run.context``."""
+        warnings.warn(
+            "Run.session is deprecated: use run.context (a condukt.agent.AgentContext)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.context
 
-        A method rather than a ``functools.partial`` made per run: no
-        reference cycle between the run and its emitter, so a finished run
-        is freed by reference counting, not left to the cyclic GC.
+    def listened(self) -> bool:
+        """Whether anyone receives the run's events (else per-call events need not be built)."""
+        listeners = self.listeners
+        return (
+            self.sink is not None
+            or self.on_event is not None
+            or listeners.handle_event is not None
+            or bool(listeners.subscribed)
+        )
+
+    async def emit(self, event: Event) -> None:
+        """Deliver ``event`` to node subscribers, the run's stream and callback, and ``handle_event``.
+
+        Runs in the run: an abort or the run's timeout cancels a delivery
+        that waits (a full stream). A callback that raises is logged and
+        dropped; a stream whose reader left is dropped too.
         """
-        return self.session._emit(self, event)
+        listeners = self.listeners
+        if listeners.subscribed:
+            listeners.pubsub.publish(self.context.id, AgentEvent(self.context.id, event))
+        sink = self.sink
+        if sink is not None:
+            try:
+                await sink.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.sink = None  # the reader left; the run is being aborted
+        callback = self.on_event
+        if callback is not None:
+            try:
+                await callback(event)
+            except Exception as exc:
+                logger.error("on_event callback raised; dropping it", exc_info=exc)
+                self.on_event = None
+        handle_event = listeners.handle_event
+        if handle_event is not None:
+            await handle_event(event)
+        if self.aborted:
+            await trio.lowlevel.checkpoint()  # a callback aborted its own run: stop here
+
+    async def history_changed(self) -> None:
+        """Tell the run's capabilities the history changed (their ``history_changed`` hooks: a store saves).
+
+        For a capability that changed what a save holds mid-turn (approvals:
+        a call starts or stops waiting). Runs in the run: an abort or the
+        run's timeout may cancel it.
+        """
+        context = self.context
+        for changed in self.hooks.history_changed:
+            await changed(context)
 
     @property
     def state(self) -> dict[str, Any]:
@@ -175,3 +235,14 @@ class Run:
 
     def __repr__(self) -> str:
         return f"<Run {self.id} turn {self.turn}>"
+
+
+def resumed_turn(messages: Sequence[Message]) -> AssistantMessage | None:
+    """The turn in flight at the end of a restored history: an assistant message that called tools.
+
+    A resumed run finishes it; a snapshot without a run to resume drops it.
+    """
+    last = messages[-1] if messages else None
+    if type(last) is AssistantMessage and last.tool_calls:
+        return last
+    return None

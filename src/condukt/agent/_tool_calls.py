@@ -12,17 +12,15 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from ..events import Event, ToolCallEnd, ToolCallStart, ToolProgress
 from ..messages import DocumentBlock, ImageBlock, TextBlock, ToolCall, ToolResultMessage
 from ..tools import AGENT_DEFAULT, DEFAULT_SANDBOX, ToolContext, ToolError, render_result
-
-if TYPE_CHECKING:
-    from ._run import Run
-    from ._session import Session
+from ._context import AgentContext
+from ._run import Run
 
 __all__ = ["describe", "run_tool_calls", "timeout_of"]
 
@@ -58,7 +56,7 @@ def _display(content: Content) -> str:
     """A tool result as event text: images and documents shown as a placeholder."""
     if len(content) == 1 and type(content[0]) is TextBlock:
         return content[0].text
-    return "".join(b.text if type(b) is TextBlock else _placeholder(b) for b in content)  # type: ignore[arg-type]
+    return "".join(b.text if type(b) is TextBlock else _placeholder(b) for b in content)
 
 
 def _placeholder(block: ImageBlock | DocumentBlock) -> str:
@@ -66,15 +64,15 @@ def _placeholder(block: ImageBlock | DocumentBlock) -> str:
     return f"[{kind} {block.media_type}, {len(block.data) * 3 // 4} bytes]"
 
 
-def timeout_of(session: Session, call: ToolCall) -> float | None:
+def timeout_of(ctx: AgentContext, call: ToolCall) -> float | None:
     """The timeout of ``call``: its tool's own, else the agent's ``tool_timeout``."""
-    tool = session.tools_by_name.get(call.name)
+    tool = ctx.tools_by_name.get(call.name)
     if tool is None or tool.timeout is AGENT_DEFAULT:
-        return session.config.tool_timeout
+        return ctx.config.tool_timeout
     return tool.timeout  # type: ignore[return-value]
 
 
-def run_tool_calls(session: Session, run: Run, calls: Sequence[ToolCall]) -> Awaitable[list[ToolResultMessage]]:
+def run_tool_calls(run: Run, calls: Sequence[ToolCall]) -> Awaitable[list[ToolResultMessage]]:
     """Run a turn's calls (await the result); their results in call order.
 
     Capabilities may answer calls themselves first (in call order: a
@@ -85,35 +83,35 @@ def run_tool_calls(session: Session, run: Run, calls: Sequence[ToolCall]) -> Awa
     coroutine itself: the caller awaits the runner's directly (a coroutine
     less per turn).
     """
-    runner = run.tool_calls = _Calls(session, run, calls)
+    runner = run.tool_calls = _Calls(run, calls)
     return runner.all()
 
 
 class _Calls:
     """The calls of one turn and their results."""
 
-    __slots__ = ("calls", "context_tail", "notify", "results", "run", "session", "started")
+    __slots__ = ("calls", "context_tail", "ctx", "notify", "results", "run", "started")
 
-    def __init__(self, session: Session, run: Run, calls: Sequence[ToolCall]) -> None:
-        self.session = session
+    def __init__(self, run: Run, calls: Sequence[ToolCall]) -> None:
+        ctx = self.ctx = run.context
         self.run = run
         self.calls = calls
         self.results: list[ToolResultMessage | None] = [None] * len(calls)
         # Per-call events and hooks cost a little per call: only when someone listens.
-        notify = self.notify = session._listened(run) or run.hooks.watches_tools
+        notify = self.notify = run.listened() or run.hooks.watches_tools
         #: When each call started (only recorded when ``notify``; else a shared empty dict).
         self.started: dict[int, float] = {} if notify else _NOT_RECORDED
-        config = session.config
+        config = ctx.config
         # What every call's ToolContext shares after its call id, looked up once per turn.
-        emit = run.emit if not session.scrubs else _ScrubbingEmit(session, run)
-        self.context_tail = (config.confine_to_cwd, session.secret_env, emit, config.sandbox or DEFAULT_SANDBOX)
+        emit = run.emit if not ctx.scrubs else _ScrubbingEmit(ctx, run)
+        self.context_tail = (config.confine_to_cwd, ctx.secret_env, emit, config.sandbox or DEFAULT_SANDBOX)
 
     async def all(self) -> list[ToolResultMessage]:
         try:
             hooks = self.run.hooks
             if len(self.calls) == 1 and not hooks.intercept_tool_call and not hooks.gate_tool_call:
                 # The common turn: one call, nothing to group.
-                await self._one(0, timeout_of(self.session, self.calls[0]))
+                await self._one(0, timeout_of(self.ctx, self.calls[0]))
             else:
                 await self._all()
         finally:
@@ -121,7 +119,7 @@ class _Calls:
         return self.results  # type: ignore[return-value]  # every slot is filled
 
     async def _all(self) -> None:
-        session, run, calls = self.session, self.run, self.calls
+        ctx, run, calls = self.ctx, self.run, self.calls
         groups: dict[float | None, list[int]] = {}
         intercepts = run.hooks.intercept_tool_call
         timeouts: dict[str, float | None] = {}
@@ -139,7 +137,7 @@ class _Calls:
                 continue
             timeout = timeouts.get(call.name, _UNSET)
             if timeout is _UNSET:
-                timeout = timeouts[call.name] = timeout_of(session, call)
+                timeout = timeouts[call.name] = timeout_of(ctx, call)
                 groups.setdefault(timeout, []).append(index)
             else:
                 groups[timeout].append(index)
@@ -189,9 +187,9 @@ class _Calls:
 
     def _record(self, index: int, content: Content, is_error: bool) -> ToolResultMessage:
         call = self.calls[index]
-        session = self.session
-        if session.scrubs:
-            content = session.scrub_blocks(content)
+        ctx = self.ctx
+        if ctx.scrubs:
+            content = ctx.scrub_blocks(content)
         result = ToolResultMessage(call.id, call.name, content, is_error)
         self.results[index] = result
         return result
@@ -222,19 +220,19 @@ class _Calls:
         notify = self.notify
         if notify:
             await self._started(index)
-        session = self.session
+        ctx = self.ctx
         call = self.calls[index]
         crash: BaseException | None = None
-        tool = session.tools_by_name.get(call.name)
+        tool = ctx.tools_by_name.get(call.name)
         if tool is None:
-            known = ", ".join(sorted(session.tools_by_name)) or "none"
+            known = ", ".join(sorted(ctx.tools_by_name)) or "none"
             content, is_error = _error(f"unknown tool {call.name!r}. Available tools: {known}"), True
         elif (problem := tool.validate(call.arguments)) is not None:
             content, is_error = _error(f"invalid arguments for {call.name}: {problem}"), True
         else:
             # Positional, in ToolContext's field order: agent, cwd, opts, session_id,
             # tool_call_id, then confine, secrets, emit, sandbox (shared by the turn).
-            context = ToolContext(session.handle, session.cwd, tool.opts, session.id, call.id, *self.context_tail)
+            context = ToolContext(ctx.handle, ctx.cwd, tool.opts, ctx.id, call.id, *self.context_tail)
             try:
                 value = await tool.call(call.arguments.copy(), context)
                 content, is_error = (TextBlock(value),) if type(value) is str else render_result(value), False
@@ -245,10 +243,10 @@ class _Calls:
                     raise
                 # Scrubbed: the traceback carries the exception's message, which may hold a secret.
                 trace = "".join(traceback.format_exception(exc))
-                logger.warning("tool %r raised:\n%s", call.name, session.scrub(trace))
+                logger.warning("tool %r raised:\n%s", call.name, ctx.scrub(trace))
                 content, is_error, crash = _error(f"{type(exc).__name__}: {describe(exc)}"), True, exc
-        if session.scrubs:
-            content = session.scrub_blocks(content)
+        if ctx.scrubs:
+            content = ctx.scrub_blocks(content)
         result = self.results[index] = ToolResultMessage(call.id, call.name, content, is_error)
         if notify:
             await self._notify_end(index, result, crash)
@@ -309,13 +307,13 @@ class _ScrubbingEmit:
     (Other events a tool emits, a sub-agent's, were scrubbed by the agent that made them.)
     """
 
-    __slots__ = ("run", "session")
+    __slots__ = ("ctx", "run")
 
-    def __init__(self, session: Session, run: Run) -> None:
-        self.session = session
+    def __init__(self, ctx: AgentContext, run: Run) -> None:
+        self.ctx = ctx
         self.run = run
 
     def __call__(self, event: Event) -> Awaitable[None]:
         if type(event) is ToolProgress and event.message:
-            event = ToolProgress(event.call_id, self.session.scrub(event.message), event.progress, event.total)
+            event = ToolProgress(event.call_id, self.ctx.scrub(event.message), event.progress, event.total)
         return self.run.emit(event)

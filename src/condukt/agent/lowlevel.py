@@ -19,7 +19,7 @@ from ..events import Event
 from ..messages import DocumentBlock, ImageBlock
 from ..otp.lowlevel import call_with_callback, send_system
 from ..providers import ModelSettings
-from ._handle import AgentHandle, _request
+from ._handle import AgentHandle, refuse_inside_own_run, run_request
 from ._requests import CancelRun
 
 __all__ = ["start_run"]
@@ -64,10 +64,10 @@ def start_run(
     this way from asyncio skips a trio task, its cancel scope and one trio
     tick against a task that awaits :meth:`AgentHandle.run`.
     """
-    request = _request(
+    request = run_request(
         prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents, model_settings
     )
-    handle._refuse_inside_own_run("run()")
+    refuse_inside_own_run(handle, "run()")
     withdraw = call_with_callback(handle, request, None, deliver)
     if withdraw is None:
         return None

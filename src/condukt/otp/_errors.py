@@ -24,7 +24,11 @@ __all__ = [
 
 
 class ConduktError(Exception):
-    """Base class of every error condukt raises on purpose."""
+    """Base class of every error condukt raises on purpose.
+
+    The whole tree, every layer's errors under their public names, is drawn
+    once, in ``docs/errors.md``.
+    """
 
 
 class NoProc(ConduktError):

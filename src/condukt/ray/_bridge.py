@@ -14,7 +14,7 @@ import ray
 import trio
 from ray.exceptions import RayActorError, RayTaskError
 
-from ..otp import CallTimeout, ExitReason, NoProc
+from ..otp import CallTimeout, ConduktError, ExitReason, NoProc
 
 __all__ = ["NodeDown", "RemoteError", "await_ref", "portable", "unwrap"]
 
@@ -36,8 +36,11 @@ class NodeDown(NoProc):
         return (type(self), (self.node_id,))
 
 
-class RemoteError(Exception):
-    """An error raised on another node that could not be pickled: its type name and text."""
+class RemoteError(ConduktError):
+    """An error raised on another node that could not be pickled: its type name and text.
+
+    A :class:`~condukt.ConduktError` (an ``Exception``, as it always was).
+    """
 
 
 async def await_ref(ref: Any, node_id: str, within: float | None = None) -> Any:

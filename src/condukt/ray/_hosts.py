@@ -26,11 +26,11 @@ from typing import Any
 import trio
 
 from .. import asyncio as condukt_asyncio
-from ..otp import Node, open_node
+from ..otp import ConduktError, Node, open_node
 
 
-class NodeClosed(RuntimeError):
-    """The node's trio run stopped before or during a call handed to it."""
+class NodeClosed(ConduktError, RuntimeError):
+    """The node's trio run stopped before or during a call handed to it (a ``RuntimeError`` too, as it was)."""
 
 __all__ = ["GuestHost", "NodeClosed", "ThreadHost", "make_host"]
 

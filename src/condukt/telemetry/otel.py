@@ -44,7 +44,7 @@ except ImportError as error:  # tested with the package hidden
         "install condukt with the 'otel' extra: pip install 'condukt[otel]'"
     ) from error
 
-from ._hooks import TelemetryEvent, attach
+from ..agent.capabilities.telemetry import TelemetryEvent, attach
 
 __all__ = ["OpenTelemetryHandler", "instrument"]
 

@@ -31,11 +31,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..otp import ConduktError
+
 __all__ = ["PostgresNotFound", "PostgresServer", "find_binaries"]
 
 
-class PostgresNotFound(RuntimeError):
-    """No PostgreSQL server binaries (``initdb``, ``pg_ctl``, ``postgres``) on this machine."""
+class PostgresNotFound(ConduktError, RuntimeError):
+    """No PostgreSQL server binaries (``initdb``, ``pg_ctl``, ``postgres``) on this machine (a ``RuntimeError`` too)."""
 
 
 def find_binaries() -> Path:

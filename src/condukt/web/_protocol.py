@@ -203,7 +203,7 @@ def split_turn(messages: Sequence[Message]) -> tuple[tuple[Message, ...], str, t
         attachments = tuple(block for block in last.content if type(block) is not TextBlock)
         if not text and not attachments:
             raise ProtocolError(400, "invalid_messages", "the last user message is empty")
-        return tuple(messages[:-1]), text, attachments  # type: ignore[return-value]
+        return tuple(messages[:-1]), text, attachments
     if type(last) is ToolResultMessage:
         return tuple(messages), "", ()
     raise ProtocolError(400, "invalid_messages",

@@ -1,1 +1,0 @@
-"""Feature tests: secrets, redaction, compaction, project instructions, notifier, telemetry."""
