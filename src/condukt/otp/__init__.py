@@ -21,7 +21,7 @@ See ``docs/runtime.md`` for the full guide and how it maps onto OTP.
 """
 
 from ._caller import Caller
-from ._child_spec import DEFAULT_SHUTDOWN, ChildCounts, ChildInfo, ChildSpec, RestartType
+from ._child_spec import DEFAULT_SHUTDOWN, ChildCounts, ChildExit, ChildInfo, ChildSpec, RestartType, SupervisorInfo
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
 from ._errors import (
     CallError,
@@ -56,6 +56,7 @@ __all__ = [
     "Caller",
     "CallingSelf",
     "ChildCounts",
+    "ChildExit",
     "ChildInfo",
     "ChildNotFound",
     "ChildRestarting",
@@ -79,6 +80,7 @@ __all__ = [
     "Subscription",
     "Supervisor",
     "SupervisorHandle",
+    "SupervisorInfo",
     "TimerRef",
     "TooManyChildren",
     "UnhandledMessage",
