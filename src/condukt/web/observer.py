@@ -66,6 +66,7 @@ from ._guard import guard_middleware
 from ._http import EXCEPTION_HANDLERS, Handler, HTTPError, check_token, guard
 from ._json import JSONResponse, dumps
 from ._memory import deep_size, resident_memory
+from ._openapi import Operation, attrs_schema
 from ._snapshot import (
     AgentView,
     ExitView,
@@ -492,6 +493,92 @@ def _page() -> bytes:
 def _check(interval: float) -> None:
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0 or math.isinf(interval):
         raise ValueError(f"interval must be a finite number of seconds > 0, got {interval!r}")
+
+
+def openapi_operations(prefix: str = "") -> tuple[list[Operation], dict[str, Any]]:
+    """The observer's ``api/`` routes for an OpenAPI document, mounted at ``prefix``, and the schemas they use."""
+    components: dict[str, Any] = {}
+    process = attrs_schema(ProcessView, components)
+    exit_schema = attrs_schema(ExitView, components)
+    number = {"type": ["number", "null"]}
+    components["ObserverSnapshot"] = {
+        "type": "object", "properties": {"time": {"type": "number"}, "root": {"type": "string"},
+                                         "processes": {"type": "array", "items": process}},
+        "required": ["time", "root", "processes"], "additionalProperties": False}
+    components["ObserverSample"] = {
+        "type": "object", "additionalProperties": False,
+        "properties": {"time": {"type": "number"}, "processes": {"type": "integer"}, "runs_per_s": {"type": "number"},
+                       "tokens_per_s": {"type": "number"}, "cost": {"type": "number"}, "latency_p50": number,
+                       "latency_p99": number, "mailbox": {"type": "integer"}, "memory": {"type": "integer"},
+                       "restarts": {"type": "integer"}},
+        "required": ["time", "processes", "runs_per_s", "tokens_per_s", "cost", "latency_p50", "latency_p99",
+                     "mailbox", "memory", "restarts"]}
+    closed = {"additionalProperties": False}
+    components["ObserverProcess"] = {
+        "type": "object", **closed,
+        "properties": {
+            "pid": {"type": "integer"}, "links": {"type": "array", "items": {"type": "integer"}},
+            "monitored_by": {"type": "array", "items": {"type": ["integer", "null"]}},
+            "mailbox": {"type": "object", **closed, "required": ["length", "messages"], "properties": {
+                "length": {"type": "integer"},
+                "messages": {"type": "array", "items": {"type": "object", **closed, "required": ["kind", "type"],
+                                                        "properties": {"kind": {"type": "string"},
+                                                                       "type": {"type": "string"}}}}}},
+            "memory": {"type": "object", **closed, "required": ["bytes", "complete"],
+                       "properties": {"bytes": {"type": "integer"}, "complete": {"type": "boolean"}}},
+            "supervisor": {"anyOf": [{"type": "null"}, {
+                "type": "object", **closed,
+                "required": ["strategy", "max_restarts", "max_seconds", "intensity", "timeline"],
+                "properties": {"strategy": {"type": "string"}, "max_restarts": {"type": "integer"},
+                               "max_seconds": {"type": "number"}, "intensity": {"type": "string"},
+                               "timeline": {"type": "array", "items": exit_schema}}}]},
+        },
+        "required": ["pid", "links", "monitored_by", "mailbox", "memory", "supervisor"]}
+    components["ObserverEvents"] = {
+        "type": "object", **closed, "required": ["seq", "events"],
+        "properties": {"seq": {"type": "integer"},
+                       "events": {"type": "array", "items": {
+                           "type": "object", "required": ["type", "seq"], "additionalProperties": True,
+                           "description": "An event as condukt.events.to_json gives it, plus 'seq'",
+                           "properties": {"type": {"type": "string"}, "seq": {"type": "integer"}}}}}}
+    pid = ({"name": "pid", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}},)
+    bad_pid = {404: "No live process with that pid", 422: "The pid is not a non-negative integer"}
+
+    def ref(name: str) -> dict[str, Any]:
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    def closed_object(**properties: Any) -> dict[str, Any]:
+        return {"type": "object", "properties": properties, "required": list(properties), **closed}
+
+    ops = [
+        Operation(f"{prefix}/api/stream", "get", "observer_stream",
+                  "Server-Sent Events: 'snapshot', then 'diff', 'metrics' and the selected agent's 'log'", None,
+                  errors={503: None}, stream="the tree's snapshots and diffs, the charts' samples and an agent's log",
+                  parameters=({"name": "agent", "in": "query", "required": False, "schema": {"type": "string"}},)),
+        Operation(f"{prefix}/api/snapshot", "get", "observer_snapshot", "The node's supervision tree",
+                  ref("ObserverSnapshot"), errors={503: None}),
+        Operation(f"{prefix}/api/metrics", "get", "observer_metrics", "The node's chart samples, oldest first",
+                  closed_object(samples={"type": "array", "items": ref("ObserverSample")}), errors={503: None}),
+        Operation(f"{prefix}/api/agents/{{session}}/events", "get", "observer_agent_events",
+                  "An agent's recent events", ref("ObserverEvents"),
+                  errors={422: "'after' is not a non-negative integer", 503: None},
+                  parameters=({"name": "after", "in": "query", "required": False,
+                               "schema": {"type": "integer", "minimum": 0}},)),
+        Operation(f"{prefix}/api/processes/{{pid}}", "get", "observer_process",
+                  "A process's links, monitors, mailbox, memory and restart timeline", ref("ObserverProcess"),
+                  errors=bad_pid, parameters=pid),
+        Operation(f"{prefix}/api/processes/{{pid}}/abort", "post", "observer_abort", "Abort an agent's run",
+                  closed_object(pid={"type": "integer"}, aborted={"type": "boolean"}),
+                  errors={404: "No live agent with that pid", 422: bad_pid[422]}, parameters=pid),
+        Operation(f"{prefix}/api/processes/{{pid}}/kill", "post", "observer_kill", "Kill a process",
+                  closed_object(pid={"type": "integer"}, killed={"type": "boolean"}),
+                  errors={**bad_pid, 409: "The node's root supervisor is not killed"}, parameters=pid),
+        Operation(f"{prefix}/api/processes/{{pid}}/restart", "post", "observer_restart",
+                  "Stop a static supervisor's child and start it again",
+                  closed_object(pid={"type": "integer"}, restarted={"type": "integer"}),
+                  errors={**bad_pid, 409: "Not a child of a static supervisor"}, parameters=pid),
+    ]
+    return ops, components
 
 
 def routes(node_of: Callable[[], Awaitable[Any]], guard: Guard, interval: float = DEFAULT_INTERVAL) -> list[BaseRoute]:
