@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path

@@ -81,7 +81,8 @@ class EventLog(Server):
     def _ingest(self, item: Any) -> None:
         if type(item) is not events.AgentEvent:
             return
-        event, session = item.event, item.agent_id
+        event: Any = item.event
+        session = item.agent_id
         kind = type(event)
         if kind is events.AgentStart:
             self.started[session] = trio.current_time()

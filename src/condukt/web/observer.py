@@ -330,7 +330,7 @@ class _Observer:
         return JSONResponse(found, headers={"Cache-Control": "no-store"})
 
     async def kill(self, request: Request) -> Response:
-        """``POST /api/processes/{pid}/kill``: kill the process, as ``handle.kill()`` (its supervisor decides the rest)."""
+        """``POST /api/processes/{pid}/kill``: kill it, as ``handle.kill()`` (its supervisor decides the rest)."""
         pid = _int(request.path_params["pid"], "pid")
         handle = await self._live(pid)
         latest = await self.latest()
