@@ -258,6 +258,8 @@ async def test_a_crash_shows_its_reason_and_the_crashed_incarnations_log_ending_
                 assert session in browser.find_element(By.ID, "logtitle").text
                 target = os.environ.get("CONDUKT_OBSERVER_CRASH_SCREENSHOT")
                 if target:
+                    browser.set_window_size(1400, 1000)
+                    browser.execute_script("document.querySelector('#details .crash').scrollIntoView();")
                     Path(target).parent.mkdir(parents=True, exist_ok=True)
                     assert browser.save_screenshot(target)
                 # The supervisor's panel: strategy, intensity and the restart timeline.

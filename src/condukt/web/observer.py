@@ -152,7 +152,8 @@ async def _take(node: Node, sessions: dict[int, str], reported: dict[int, None])
         for crash in view.exits:
             if crash.error_type is not None and crash.session is not None and crash.pid not in reported:
                 reported[crash.pid] = None
-                await log.call(("crashed", crash.session, crash.error_type, crash.reason))
+                message = crash.reason.removeprefix(f"{crash.error_type}: ")
+                await log.call(("crashed", crash.session, crash.error_type, message))
     if len(reported) > 2 * METRICS_KEPT * 100:
         for pid in list(reported)[: len(reported) // 2]:
             del reported[pid]
