@@ -162,11 +162,13 @@ async def test_the_charts_get_run_rates_tokens_cost_latency_mailbox_memory_and_r
                     (s for s in data["samples"] if s["latency_p50"] is not None), None))
             assert set(sample) == {"time", "processes", "runs_per_s", "tokens_per_s", "cost", "latency_p50",
                                    "latency_p99", "mailbox", "memory", "restarts"}
-            assert sample["cost"] == 0.75 and sample["runs_per_s"] > 0 and sample["tokens_per_s"] > 0
+            assert sample["cost"] == 0.75 and sample["runs_per_s"] > 0
             assert 0 <= sample["latency_p50"] <= sample["latency_p99"]
             assert sample["memory"] > 1 << 20 and sample["processes"] >= 2
             history = (await client.get("/api/metrics")).json()["samples"]
             assert history and history[-1]["time"] >= sample["time"]
+            # A turn's tokens may land one sample before its run's end: look at every sample.
+            assert any(s["tokens_per_s"] > 0 for s in history)
 
 
 async def test_the_chart_library_is_served_from_the_package_with_its_licence() -> None:
