@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..otp import ConduktError
+from ..sessions import SessionOwned
 
 __all__ = [
     "Aborted",
@@ -13,6 +14,7 @@ __all__ = [
     "NoResultSubmitted",
     "NotRunning",
     "RunTimeout",
+    "SessionLost",
     "UnknownApproval",
     "UnknownOperation",
 ]
@@ -78,3 +80,17 @@ class UnknownApproval(AgentError, LookupError):
         super().__init__(f"no tool call {call_id!r} is waiting for approval")
         #: The call id asked about.
         self.call_id = call_id
+
+
+class SessionLost(AgentError, SessionOwned):
+    """The agent's session key was taken over by another owner: this agent writes nothing more (fencing).
+
+    Raised in the run whose save the store refused (the run fails with it:
+    ``Error`` then ``Done("failed")``), and in every later run; the agent
+    then exits with it as its reason. A :class:`~condukt.sessions.SessionOwned`
+    (``except SessionOwned`` catches it), with its ``key``, ``owner`` and
+    ``node``; the store's refusal is its ``__cause__``. It happens when the
+    agent's node was silent (a partition, a paused process) for longer than
+    the store's ``lease_ttl`` and another agent acquired the key meanwhile;
+    see ``docs/sessions.md``, "Ownership".
+    """
