@@ -109,8 +109,11 @@ class Persistence(Builtin):
         run = snapshot.run
         if run is not None and 0 <= run.prompt_index < len(ctx.messages) and (run.approvals or config.resume):
             ctx.restored_run = run  # the agent resumes it once started
-        elif resumed_turn(ctx.messages) is not None:
-            ctx.messages.pop()  # not resumed: the turn in flight goes, as after an abort
+        else:  # not resumed: the turn in flight goes, as after an abort, and a prompt no turn answered
+            if resumed_turn(ctx.messages) is not None:
+                ctx.messages.pop()
+            if run is not None and len(ctx.messages) == run.prompt_index + 1:
+                ctx.messages.pop()
         if config.id is None:
             ctx.id = snapshot.id
         ctx.created_at = snapshot.created_at or ctx.created_at
