@@ -166,7 +166,7 @@ class _Calls:
                     nursery.start_soon(self._group, timeout, indices)
 
     async def _gated(self, index: int, timeout: float | None) -> None:
-        """One call behind the ``gate_tool_call`` hooks (answered by one of them, or run) and the ``wrap_tool_call`` ones."""
+        """One call behind the ``gate_tool_call`` hooks (answered by one, or run), inside the ``wrap_tool_call`` ones."""
         run, call = self.run, self.calls[index]
         for gate in run.hooks.gate_tool_call:
             answer = await gate(run, call)
@@ -181,7 +181,7 @@ class _Calls:
             return
         invoked = False
 
-        async def invoke() -> ToolResultMessage:
+        async def run_once() -> ToolResultMessage:
             nonlocal invoked
             if invoked:
                 raise RuntimeError(f"wrap_tool_call invoked call {call.id!r} twice")
@@ -191,6 +191,7 @@ class _Calls:
             assert result is not None  # _one fills its slot or raises
             return result
 
+        invoke: Callable[[], Awaitable[ToolResultMessage]] = run_once
         for wrap in reversed(wrappers):
             invoke = _bind_tool_wrapper(wrap, run, call, invoke)
         self.results[index] = await invoke()

@@ -501,5 +501,10 @@ def tool(
             idempotent=idempotent,
         )
     return FunctionTool(
-        fn, name=name, description=description, isolate=isolate, requires_approval=requires_approval, idempotent=idempotent
+        fn,
+        name=name,
+        description=description,
+        isolate=isolate,
+        requires_approval=requires_approval,
+        idempotent=idempotent,
     )

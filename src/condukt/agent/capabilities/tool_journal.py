@@ -76,7 +76,9 @@ class ToolJournal(Builtin):
         except (SessionOwned, StoreUnavailable) as exc:
             # Not journaled, so not run: running it could not be undone, and a
             # new owner could not know. The turn's save fails the run next.
-            why = "another owner took this session over" if isinstance(exc, SessionOwned) else "the session store is unavailable"
+            why = "the session store is unavailable"
+            if isinstance(exc, SessionOwned):
+                why = "another owner took this session over"
             return ToolResultMessage(call.id, call.name, (TextBlock(NOT_RUN.format(why=why)),), True)
         self.started.add(call.id)
         result = await invoke()
