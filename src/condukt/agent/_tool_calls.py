@@ -166,7 +166,7 @@ class _Calls:
                     nursery.start_soon(self._group, timeout, indices)
 
     async def _gated(self, index: int, timeout: float | None) -> None:
-        """One call behind the ``gate_tool_call`` hooks (answered by one, or run), inside the ``wrap_tool_call`` ones."""
+        """One call behind the ``gate_tool_call`` hooks (answered by one, or run), inside the ``wrap_tool_call``s."""
         run, call = self.run, self.calls[index]
         for gate in run.hooks.gate_tool_call:
             answer = await gate(run, call)
