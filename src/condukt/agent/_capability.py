@@ -147,7 +147,7 @@ class Capability:
         and the ``tool_started``/``tool_finished`` hooks included) and
         returns its result (an error result for a failing tool): call it at
         most once. The returned result is what the history and the model
-        get. An abort or the run's timeout cancels it like the tool.
+        get. Cancellation: an abort or the run's timeout cancels it like the tool.
         """
         return await invoke()
 

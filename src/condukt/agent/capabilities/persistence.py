@@ -193,7 +193,10 @@ class Persistence(Builtin):
         return lost
 
     async def stop(self, ctx: AgentContext, reason: Any) -> None:
-        """Release the key's lease (the agent exits, or its start failed after setup). Never raises."""
+        """Release the key's lease (the agent exits, or its start failed after setup). Never raises.
+
+        Cancellation does not interrupt the release (it is bounded by the store's ``lease_ttl``).
+        """
         if self.lease is not None:
             await _disown(self.store, self.key, ctx.handle)
 

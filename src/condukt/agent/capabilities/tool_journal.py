@@ -61,7 +61,11 @@ class ToolJournal(Builtin):
         return None if lease is None else cls(ctx, lease)
 
     async def wrap_tool_call(self, run: Run, call: ToolCall, invoke: InvokeTool) -> ToolResultMessage:
-        """Save the turn in flight (once per turn), journal the start, run the call, journal its result."""
+        """Save the turn in flight (once per turn), journal the start, run the call, journal its result.
+
+        Cancelled with the run (an abort, its timeout): a call cancelled after
+        its start was journaled stays "started" (it may have taken effect).
+        """
         ctx = self.ctx
         lease = self.lease
         store = lease.store
