@@ -236,7 +236,8 @@ async def test_a_partition_longer_than_lease_ttl_stops_the_old_owner_and_the_new
                 await proxy.heal()
                 healed.set()  # the old owner's tool returns: its writes are refused
             (error,) = failure
-            assert isinstance(error, SessionOwned) and error.key == "part"
+            assert isinstance(error, SessionLost) and error.key == "part"
+            assert isinstance(error.__cause__, SessionOwned)  # the store refused the write
             assert isinstance(await old.wait(), SessionLost)  # the old owner stopped
             assert await new.run("fourth") == "new: fourth"  # the new one continues
             history = [m.text for m in await new.history()]

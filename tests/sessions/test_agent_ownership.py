@@ -183,7 +183,8 @@ async def test_a_former_owner_taken_over_fails_its_run_with_session_lost_and_exi
         assert isinstance(error, Error) and error.error_type == "SessionLost"
         assert isinstance(done, Done) and done.status == "failed"
         reason = await old.wait()
-        assert isinstance(reason, SessionLost) and isinstance(reason, SessionOwned) and reason.key == "s1"
+        assert isinstance(reason, SessionLost) and reason.key == "s1"
+        assert isinstance(reason.__cause__, SessionOwned)  # the store's refusal
         # The new owner's history holds the old owner's first run and its own turn, nothing of the refused one.
         assert [m.text for m in await new.history()] == ["first", "old heard first", "new owner's turn", "heard new owner's turn"]
         assert [m.text for m in (await new_store.load("s1") or Snapshot("x", ())).messages] == [

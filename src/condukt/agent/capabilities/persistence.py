@@ -143,7 +143,7 @@ class Persistence(Builtin):
         try:
             await self._save(ctx)
         except SessionOwned as exc:
-            if lease is None or isinstance(exc, SessionLost):
+            if lease is None:
                 raise
             raise self._lose(ctx, exc) from exc
 
@@ -181,12 +181,7 @@ class Persistence(Builtin):
         if lost is None:
             owner = refusal.owner if refusal is not None else None
             node = refusal.node if refusal is not None else None
-            lost = self.lost = SessionLost(
-                self.key,
-                owner=owner,
-                node=node,
-                detail=f"session {self.key!r:.200} was taken over by another owner: this agent writes nothing more",
-            )
+            lost = self.lost = SessionLost(self.key, owner=owner, node=node)
             lost.__cause__ = refusal
             logger.warning("%r: %s; it stops", ctx.handle, lost)
             ctx.exit(lost)

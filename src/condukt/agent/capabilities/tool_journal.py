@@ -21,6 +21,7 @@ from ...messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage
 from ...sessions import Lease, RunCheckpoint, SessionOwned, StoreUnavailable
 from .._capability import Builtin, Capability, InvokeTool
 from .._context import AgentContext
+from .._errors import SessionLost
 from .._run import Run
 from .persistence import retrying
 
@@ -77,11 +78,11 @@ class ToolJournal(Builtin):
                         await run.history_changed()
                         self._saved = message if type(message) is AssistantMessage else None
             await retrying(store, lease.tool_started, run.id, call)
-        except (SessionOwned, StoreUnavailable) as exc:
+        except (SessionOwned, SessionLost, StoreUnavailable) as exc:
             # Not journaled, so not run: running it could not be undone, and a
             # new owner could not know. The turn's save fails the run next.
             why = "the session store is unavailable"
-            if isinstance(exc, SessionOwned):
+            if not isinstance(exc, StoreUnavailable):
                 why = "another owner took this session over"
             return ToolResultMessage(call.id, call.name, (TextBlock(NOT_RUN.format(why=why)),), True)
         self.started.add(call.id)
