@@ -135,17 +135,20 @@ class Persistence(Builtin):
         was taken over (the first time, and in every later run), writing nothing.
         """
         lease = self.lease
-        if lease is not None and (self.lost is not None or lease.lost):
+        if lease is not None and self.lost is not None:
             if ctx.checkpoint() is None:
                 await trio.lowlevel.checkpoint()
                 return  # outside a run (its settle, a clear): nothing to fail, nothing written
-            raise self._lose(ctx, None)
+            raise self.lost
         try:
             await self._save(ctx)
         except SessionOwned as exc:
             if lease is None:
                 raise
-            raise self._lose(ctx, exc) from exc
+            lost = self._lose(ctx, exc)
+            if ctx.checkpoint() is None:
+                return  # outside a run: nothing to fail; the agent exits
+            raise lost from exc
 
     async def _save(self, ctx: AgentContext) -> None:
         lease = self.lease
