@@ -46,7 +46,10 @@ SUBPACKAGES = {
         "OutputGuardrail", "Persistence", "ProjectInstructions", "ResumeCheckpoints", "Resumption", "Scrubbing",
         "StructuredOutput", "Subagents", "Telemetry", "ToolSources", "UsageLimitExceeded", "UsageLimits",
     },
-    "condukt.compaction": {"Compactor", "Sliding", "ToolResultPrune", "compact_with"},
+    "condukt.compaction": {
+        "Compactor", "ContextTooLong", "Sliding", "Summarize", "TokenEstimate", "ToolResultPrune", "compact_with",
+        "model_view",
+    },
     "condukt.instructions": {"INSTRUCTION_FILES", "Skill", "load_project_instructions", "read_skills"},
     "condukt.telemetry": {"Handler", "TelemetryEvent", "attach", "attached", "emit", "enabled"},
     "condukt.tools": {
