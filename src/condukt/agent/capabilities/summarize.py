@@ -127,7 +127,7 @@ def _model(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 
 def _compactor(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and not isinstance(value, Compactor):
+    if value is not None and (isinstance(value, type) or not isinstance(value, Compactor)):
         raise TypeError(f"{attribute.name} must be a compactor instance (Sliding(), ToolResultPrune()), got {value!r}")
 
 
@@ -485,7 +485,10 @@ class Summarizing(Builtin):
         estimate = self.estimate
         settings = self.settings
         fixed = self._fixed(request)
-        self._view_size(messages)
+        chars = fixed + self._view_size(messages)
+        done = self._ahead_done
+        if done is not None and settings.ahead is not None and estimate.tokens(model, chars) > settings.limit * settings.ahead:
+            await done.wait()  # prepared since the last run ended: usually ready by the time the user is back
         if self._prepared is not None:
             await self._use_prepared(run, messages, fixed)
         view, chars = await self._seen_view(messages, fixed)
@@ -522,6 +525,8 @@ class Summarizing(Builtin):
                 if self.estimate.tokens(model, chars) <= settings.limit:
                     return
         view = self._view(messages)
+        if len(view) <= 1:
+            return  # only the prompt: nothing to summarise (the caller says it is too long)
         budget = int((settings.limit / 2) / self.estimate.ratio(model))
         cut = _boundary(view, settings.keep_last, budget, message_chars)
         kept, covered = view[cut:], view[:cut]
@@ -559,10 +564,13 @@ class Summarizing(Builtin):
 
             async def compacted(view: list[Message]) -> list[Message]:
                 try:
-                    return await compact_with(fallback, view)
+                    compacted = await compact_with(fallback, view)
                 except ValueError as exc:  # a compactor that breaks the rules: the view as it is
                     logger.error("%r: fallback compactor failed", handle, exc_info=exc)
                     return view
+                # Nothing left (Sliding finds no user message to cut at in a one-prompt tool run):
+                # no request can be made of that, so the view stays and the older part is dropped.
+                return compacted if compacted or not view else view
 
             self._fallback_view = compacted
             _, chars = await self._seen_view(messages, fixed)
