@@ -44,7 +44,8 @@ SUBPACKAGES = {
     "condukt.agent.capabilities": {
         "BUILTINS", "ORDER", "OWN", "Approvals", "Builtin", "Compaction", "GuardrailTripped", "InputGuardrail",
         "OutputGuardrail", "Persistence", "ProjectInstructions", "ResumeCheckpoints", "Resumption", "Scrubbing",
-        "StructuredOutput", "Subagents", "Telemetry", "ToolSources", "UsageLimitExceeded", "UsageLimits",
+        "StructuredOutput", "Subagents", "Summarizing", "Telemetry", "ToolSources", "UsageLimitExceeded",
+        "UsageLimits",
     },
     "condukt.compaction": {
         "Compactor", "ContextTooLong", "Sliding", "Summarize", "TokenEstimate", "ToolResultPrune", "compact_with",

@@ -194,7 +194,8 @@ class Summarize:
     async def compact(self, messages: Sequence[Message]) -> list[Message]:
         """Unchanged ``messages``: an agent runs this compactor through its capability, which summarises.
 
-        (Outside an agent there is no model to summarise with.) Never raises, never waits.
+        (Outside an agent there is no model to summarise with.) Never raises
+        and has no checkpoint, so cancellation takes effect at the caller's next one.
         """
         return list(messages)
 
@@ -321,7 +322,7 @@ def model_view(messages: Sequence[Message], position: int | None = None) -> list
     while tail and type(tail[0]) is ToolResultMessage:
         tail.pop(0)
     if tail and type(tail[0]) is UserMessage:
-        out[0] = UserMessage((*out[0].content, *tail.pop(0).content))  # type: ignore[arg-type]
+        out[0] = UserMessage((*out[0].content, *tail.pop(0).content))
     out.extend(tail)
     return out
 
@@ -487,7 +488,8 @@ class Summarizing(Builtin):
         fixed = self._fixed(request)
         chars = fixed + self._view_size(messages)
         done = self._ahead_done
-        if done is not None and settings.ahead is not None and estimate.tokens(model, chars) > settings.limit * settings.ahead:
+        ahead = settings.ahead
+        if done is not None and ahead is not None and estimate.tokens(model, chars) > settings.limit * ahead:
             await done.wait()  # prepared since the last run ended: usually ready by the time the user is back
         if self._prepared is not None:
             await self._use_prepared(run, messages, fixed)
@@ -495,12 +497,12 @@ class Summarizing(Builtin):
         if estimate.tokens(model, chars) > settings.limit:
             await self._summarise_for(run, messages, fixed, estimate.tokens(model, chars))
             view, chars = await self._seen_view(messages, fixed)
-        if view is not None:
             if estimate.tokens(model, chars) > settings.max_tokens:
                 raise ContextTooLong(
                     f"the request would take about {estimate.tokens(model, chars)} tokens, more than "
                     f"Summarize.max_tokens={settings.max_tokens}, even after summarising"
                 )
+        if view is not None:
             request = attrs.evolve(request, messages=tuple(view))
         response = await send(request)
         usage = response.usage
@@ -740,12 +742,12 @@ class Summarizing(Builtin):
         if first < 0 or last_user is None:
             return
         message = messages[last_user]
-        messages[last_user] = UserMessage((*message.content, marker_block(first - last_user, summary)))  # type: ignore[arg-type]
+        messages[last_user] = UserMessage((*message.content, marker_block(first - last_user, summary)))
         self._marker = last_user
         self._recount(messages)
 
     async def stop(self, ctx: AgentContext, reason: Any) -> None:
-        """Stop summarisers still working (within the agent's shutdown budget)."""
+        """Stop summarisers still working, in the shutdown budget (each stop shielded and bounded)."""
         for handle in list(self._summarisers):
             await _stop(handle)
 
