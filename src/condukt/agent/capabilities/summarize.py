@@ -747,7 +747,7 @@ class Summarizing(Builtin):
         self._recount(messages)
 
     async def stop(self, ctx: AgentContext, reason: Any) -> None:
-        """Stop summarisers still working, in the shutdown budget (each stop shielded and bounded)."""
+        """Stop summarisers still working, in the shutdown budget (each stop shielded from cancellation, bounded)."""
         for handle in list(self._summarisers):
             await _stop(handle)
 
