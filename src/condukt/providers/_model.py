@@ -52,6 +52,9 @@ class ModelRequest:
 
     ``settings`` holds the sampling settings (:class:`~condukt.ModelSettings`)
     of the agent and the run; its ``max_tokens`` is already in ``max_tokens``.
+    ``stream_arguments`` names the tools whose arguments the model streams
+    as :class:`~condukt.events.ToolCallDelta` events while it writes them
+    (a provider that receives a call whole sends none).
     """
 
     system_prompt: str | None
@@ -60,6 +63,7 @@ class ModelRequest:
     thinking_level: ThinkingLevel = "off"
     max_tokens: int | None = None
     settings: ModelSettings | None = None
+    stream_arguments: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
 
 
 @runtime_checkable
