@@ -102,7 +102,11 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
             "schemas": {
                 "RunRequest": {
                     "type": "object",
-                    "properties": {"prompt": {"type": "string"}, "session": {"type": ["string", "null"]}},
+                    "properties": {
+                        "prompt": {"type": "string"},
+                        "session": {"type": ["string", "null"]},
+                        "output": {"type": "object", "description": "a JSON Schema: the run's structured result"},
+                    },
                     "required": ["prompt"],
                 },
                 "RunResponse": {
