@@ -64,27 +64,38 @@ class Calls:
         return AssistantMessage((ToolCall(f"c{turn}", "noop", {"x": turn}),), usage, "tool_use")
 
 
+class Wrap(condukt.Capability):
+    """A capability that only wraps each model request: the kernel's cost of that path, without Summarize's."""
+
+    async def wrap_model_request(self, run: Any, request: Any, send: Any) -> Any:
+        return await send(request)
+
+
 async def runs(node: condukt.Node, compactor: Any, model: Any) -> float:
-    """CPU seconds for ``RUNS`` runs, each on a fresh agent."""
+    """CPU seconds for ``RUNS`` runs, each on a fresh agent (``compactor`` "wrap": the no-op wrapper instead)."""
     gc.collect()
+    options: dict[str, Any] = {"capabilities": [Wrap()]} if compactor == "wrap" else {"compactor": compactor}
     start = time.process_time()
     for _ in range(RUNS):
-        agent = await node.spawn(condukt.Agent, **model(), tools=[Noop], compactor=compactor)
+        agent = await node.spawn(condukt.Agent, **model(), tools=[Noop], **options)
         text = await agent.run("go", max_turns=TURNS + 5)
         assert text == "done", text
         await agent.stop()
     return time.process_time() - start
 
 
-async def compare(node: condukt.Node, model: Any) -> tuple[float, float]:
+async def compare(node: condukt.Node, model: Any) -> tuple[float, float, float]:
     far = Summarize(max_tokens=10**9, ahead=None)
     await runs(node, None, model)  # warm up
     await runs(node, far, model)
-    pairs = [(await runs(node, None, model), await runs(node, far, model)) for _ in range(ROUNDS)]
-    # Alternating rounds, the median round of each: on a shared machine a neighbour's burst
-    # lands on one round, not on one side.
-    pairs.sort(key=lambda pair: pair[1] / pair[0])
-    return pairs[len(pairs) // 2]
+    rounds = [
+        (await runs(node, None, model), await runs(node, far, model), await runs(node, "wrap", model))
+        for _ in range(ROUNDS)
+    ]
+    # Alternating rounds, the median round: on a shared machine a neighbour's burst lands on
+    # one round, not on one side.
+    rounds.sort(key=lambda each: each[1] / each[0])
+    return rounds[len(rounds) // 2]
 
 
 def server(steps: int) -> tuple[subprocess.Popen[str], str]:
@@ -96,7 +107,7 @@ def server(steps: int) -> tuple[subprocess.Popen[str], str]:
         script.write(json.dumps({"reply": "done"}) + "\n")
     script.close()
     process = subprocess.Popen(
-        [sys.executable, "-m", "condukt.testing.server", "--script", script.name],
+        [sys.executable, "-m", "condukt.testing.server", "--quiet", "--script", script.name],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -107,18 +118,20 @@ def server(steps: int) -> tuple[subprocess.Popen[str], str]:
 
 async def main() -> None:
     print(f"{TURNS}-turn tool runs, {RUNS} per round, the median of {ROUNDS} alternating rounds (this process's CPU):")
-    process, url = server(RUNS * (2 * ROUNDS + 2))
+    process, url = server(RUNS * (3 * ROUNDS + 2))
     try:
         async with condukt.open_node() as node:
             for name, model in (
                 ("anthropic", lambda: {"model": "anthropic:bench", "api_key": "k", "base_url": url}),
                 ("in-process", lambda: {"model": Calls()}),
             ):
-                plain, with_summarize = await compare(node, model)
+                plain, with_summarize, wrapped = await compare(node, model)
                 per_turn = 1e6 / (RUNS * (TURNS + 1))
-                print(f"  {name}: without a compactor   {plain * per_turn:8.1f} µs per turn")
-                print(f"  {name}: Summarize, limit far  {with_summarize * per_turn:8.1f} µs per turn")
-                print(f"  {name}: ratio                 {with_summarize / plain:8.3f}")
+                print(f"  {name}: without a compactor            {plain * per_turn:8.1f} µs per turn")
+                print(f"  {name}: Summarize, limit far           {with_summarize * per_turn:8.1f} µs per turn")
+                print(f"  {name}: a no-op wrap_model_request     {wrapped * per_turn:8.1f} µs per turn")
+                print(f"  {name}: Summarize / none               {with_summarize / plain:8.3f}")
+                print(f"  {name}: no-op wrapper / none           {wrapped / plain:8.3f}")
     finally:
         process.terminate()
         process.wait()

@@ -267,12 +267,12 @@ def _emit(run: Run) -> Emit:
     deliver = run.emit
 
     async def emit(event: Event) -> None:
-        passed: Event | None = event
         for keep in filters:
-            passed = keep(run, passed)
+            passed: Event | None = keep(run, event)
             if passed is None:
                 return
-        await deliver(passed)
+            event = passed
+        await deliver(event)
 
     return emit
 

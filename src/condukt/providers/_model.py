@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -46,6 +46,10 @@ class ModelError(ConduktError):
     """
 
 
+def _names(names: Iterable[str]) -> frozenset[str]:
+    return names if type(names) is frozenset else frozenset(names)
+
+
 @attrs.frozen
 class ModelRequest:
     """Everything a model needs for one turn.
@@ -63,7 +67,7 @@ class ModelRequest:
     thinking_level: ThinkingLevel = "off"
     max_tokens: int | None = None
     settings: ModelSettings | None = None
-    stream_arguments: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    stream_arguments: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
 
 
 @runtime_checkable

@@ -25,8 +25,10 @@ from .._run import Run
 
 try:  # the [partial] extra: PartialOutput events (benchmarks/partial_json.py measures it against hand-written)
     import jiter
+
+    _PARTIAL = True
 except ImportError:  # pragma: no cover - the test extra installs it
-    jiter = None
+    _PARTIAL = False
 
 __all__ = ["SUBMIT_RESULT", "OutputSpec", "PartialResult", "StructuredOutput", "relaxed_schema"]
 
@@ -213,7 +215,7 @@ class StructuredOutput(Builtin):
         system = f"{request.system_prompt}\n\n{instruction}" if request.system_prompt else instruction
         self._partials = {}
         streamed = request.stream_arguments
-        if jiter is not None:
+        if _PARTIAL:
             streamed = streamed | {SUBMIT_RESULT}
         return attrs.evolve(
             request, system_prompt=system, tools=(*request.tools, self._definition), stream_arguments=streamed

@@ -707,7 +707,8 @@ class Summarizing(Builtin):
         try:
             summary, truncated = await self._summary(ctx, view[:cut], settings.ahead_model or settings.model)
         except SummaryFailed as exc:
-            logger.warning("%r: a summary prepared ahead failed (%s); the next request tries again", ctx.handle, exc)
+            # Not a warning: the next request that needs a summary tries again and says so in an event.
+            logger.info("%r: a summary prepared ahead failed (%s)", ctx.handle, exc)
         else:
             self._prepared = _Prepared(summary, view[cut], marker, cut, truncated)
         finally:
