@@ -53,7 +53,6 @@ from .compaction import Compactor, ToolResultPrune, compact_with
 __all__ = [
     "ContextTooLong",
     "Summarize",
-    "SummaryFailed",
     "Summarizing",
     "TokenEstimate",
     "marker_of",
@@ -95,8 +94,8 @@ class ContextTooLong(AgentError):
     """
 
 
-class SummaryFailed(Exception):
-    """The summariser hung, failed or answered nothing (the fallback compactor took over)."""
+class SummaryFailed(Exception):  # noqa: N818 - internal: never leaves this module
+    """The summariser hung, failed or answered nothing (the fallback compactor takes over)."""
 
 
 def _positive(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
