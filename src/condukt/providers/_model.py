@@ -46,8 +46,8 @@ class ModelError(ConduktError):
     """
 
 
-def _names(names: Iterable[str]) -> frozenset[str]:
-    return names if type(names) is frozenset else frozenset(names)
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return names if type(names) is tuple else tuple(names)
 
 
 @attrs.frozen
@@ -67,7 +67,7 @@ class ModelRequest:
     thinking_level: ThinkingLevel = "off"
     max_tokens: int | None = None
     settings: ModelSettings | None = None
-    stream_arguments: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    stream_arguments: tuple[str, ...] = attrs.field(default=(), converter=_names)
 
 
 @runtime_checkable

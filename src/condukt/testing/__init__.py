@@ -119,7 +119,7 @@ class _Recorder:
             await trio.lowlevel.checkpoint()
         return self.requests[:count]
 
-    async def _respond(self, step: Any, emit: Emit, streamed: frozenset[str] = frozenset()) -> AssistantMessage:
+    async def _respond(self, step: Any, emit: Emit, streamed: tuple[str, ...] = ()) -> AssistantMessage:
         if isinstance(step, BaseException):
             raise step
         if isinstance(step, AssistantMessage):

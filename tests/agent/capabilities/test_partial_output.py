@@ -181,5 +181,5 @@ async def test_a_run_without_output_gets_no_partial_outputs_and_scripted_models_
         await agent.run("plain", on_event=on_event)
     assert count == 1
     assert len([e for e in events if isinstance(e, PartialOutput)]) == 1
-    assert model.requests[0].stream_arguments == frozenset({"submit_result"})
-    assert model.requests[1].stream_arguments == frozenset()
+    assert model.requests[0].stream_arguments == ("submit_result",)
+    assert model.requests[1].stream_arguments == ()

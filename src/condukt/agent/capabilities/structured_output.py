@@ -215,8 +215,8 @@ class StructuredOutput(Builtin):
         system = f"{request.system_prompt}\n\n{instruction}" if request.system_prompt else instruction
         self._partials = {}
         streamed = request.stream_arguments
-        if _PARTIAL:
-            streamed = streamed | {SUBMIT_RESULT}
+        if _PARTIAL and SUBMIT_RESULT not in streamed:
+            streamed = (*streamed, SUBMIT_RESULT)
         return attrs.evolve(
             request, system_prompt=system, tools=(*request.tools, self._definition), stream_arguments=streamed
         )

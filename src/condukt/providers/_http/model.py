@@ -114,7 +114,7 @@ class _Attempt:
 
     __slots__ = ("emit", "emitted", "number", "provider", "wanted")
 
-    def __init__(self, emit: Emit, number: int, provider: str, wanted: frozenset[str] = frozenset()) -> None:
+    def __init__(self, emit: Emit, number: int, provider: str, wanted: tuple[str, ...] = ()) -> None:
         self.emit = emit
         #: The tools whose streamed arguments the request asked for (``ModelRequest.stream_arguments``).
         self.wanted = wanted
