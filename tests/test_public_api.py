@@ -45,9 +45,13 @@ SUBPACKAGES = {
     "condukt.agent.capabilities": {
         "BUILTINS", "ORDER", "OWN", "Approvals", "Builtin", "Compaction", "GuardrailTripped", "InputGuardrail",
         "OutputGuardrail", "Persistence", "ProjectInstructions", "ResumeCheckpoints", "Resumption", "Scrubbing",
-        "StructuredOutput", "Subagents", "Telemetry", "ToolJournal", "ToolSources", "UsageLimitExceeded", "UsageLimits",
+        "StructuredOutput", "Subagents", "Summarizing", "Telemetry", "ToolJournal", "ToolSources",
+        "UsageLimitExceeded", "UsageLimits",
     },
-    "condukt.compaction": {"Compactor", "Sliding", "ToolResultPrune", "compact_with"},
+    "condukt.compaction": {
+        "Compactor", "ContextTooLong", "Sliding", "Summarize", "TokenEstimate", "ToolResultPrune", "compact_with",
+        "model_view",
+    },
     "condukt.instructions": {"INSTRUCTION_FILES", "Skill", "load_project_instructions", "read_skills"},
     "condukt.telemetry": {"Handler", "TelemetryEvent", "attach", "attached", "emit", "enabled"},
     "condukt.tools": {

@@ -14,14 +14,18 @@ __all__ = [
     "AgentStart",
     "ApprovalDecided",
     "ApprovalRequested",
+    "CompactionFallback",
     "Done",
     "Error",
     "Event",
     "MaxTurnsReached",
+    "PartialOutput",
     "Retry",
     "SubagentEvent",
+    "Summarized",
     "TextDelta",
     "ThinkingDelta",
+    "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
     "ToolProgress",
@@ -66,6 +70,78 @@ class ThinkingDelta:
     """A piece of the model's reasoning, as it streams in."""
 
     text: str
+
+
+@final
+@attrs.frozen
+class ToolCallDelta:
+    """A piece of a tool call's arguments (JSON text) as the model streams it.
+
+    A model emits it only for the tools its request names in
+    ``ModelRequest.stream_arguments``; the agent turns those of
+    ``submit_result`` into :class:`PartialOutput` and does not pass them on.
+    ``index`` orders the calls of one response; ``id`` and ``name`` may be
+    empty on pieces after the first, when the provider sends them once.
+    """
+
+    index: int
+    id: str
+    name: str
+    arguments: str
+
+
+@final
+@attrs.frozen
+class PartialOutput:
+    """A structured result (``output=``) as far as the model has written it: ``value``, a dict.
+
+    Emitted while the model streams its ``submit_result`` call, each one
+    holding more than the last; the final result comes with the run's end.
+    ``value`` is what the schema's result object holds so far (a wrapped
+    result, for a schema that is not an object, is ``{"result": ...}``):
+    complete values and the string being written, checked against the
+    schema with what a prefix cannot meet yet relaxed (see
+    ``docs/structured-output.md``). It is never the validated result:
+    ``run``'s return value is.
+    """
+
+    value: Any
+
+
+@final
+@attrs.frozen
+class Summarized:
+    """Older turns were summarised so the next request fits (``condukt.compaction.Summarize``).
+
+    ``covered`` messages went into the summary and ``kept`` stay verbatim
+    after it; ``tokens_before``/``tokens_after`` are the estimated size of
+    the request; ``ahead`` says the summary was prepared while the agent was
+    idle; ``truncated`` that it was longer than its budget and was cut.
+    """
+
+    covered: int
+    kept: int
+    tokens_before: int
+    tokens_after: int
+    ahead: bool = False
+    truncated: bool = False
+
+
+@final
+@attrs.frozen
+class CompactionFallback:
+    """The summariser failed (``reason``): the non-LLM ``compactor`` took over for the rest of the run.
+
+    ``dropped`` says the older messages were left out too (with a note in
+    the summary's place) because the fallback alone left the request too
+    large. Sizes are estimated tokens, as in :class:`Summarized`.
+    """
+
+    compactor: str
+    reason: str
+    dropped: bool
+    tokens_before: int
+    tokens_after: int
 
 
 @final
@@ -213,6 +289,10 @@ Event = Union[
     TurnStart,
     TextDelta,
     ThinkingDelta,
+    ToolCallDelta,
+    PartialOutput,
+    Summarized,
+    CompactionFallback,
     ToolCallStart,
     ToolCallEnd,
     ToolProgress,

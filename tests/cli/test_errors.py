@@ -189,3 +189,21 @@ async def test_what_condukt_logs_is_one_line_each_and_debug_shows_the_tracebacks
     debug = await condukt_cli("--debug", *args, env=environment(OPENAI_API_KEY="k"))
     assert debug.returncode == 1
     assert "Traceback (most recent call last):" in debug.stderr.decode()
+
+
+def test_partial_output_is_drawn_live_and_summaries_are_noted() -> None:
+    out = io.StringIO()
+    with Renderer(Console(file=out, width=100), live=False) as renderer:
+        renderer.handle(ev.PartialOutput({"title": "Half"}))
+        live = io.StringIO()
+        Console(file=live, width=100).print(renderer.live_view())
+        assert '"title": "Half"' in live.getvalue() and "writing the result" in live.getvalue()
+        renderer.handle(ev.PartialOutput({"title": "Half written"}))
+        renderer.handle(ev.TurnEnd(1, None))  # type: ignore[arg-type]
+        assert renderer.live_view() is None  # the final result replaces it
+        renderer.handle(ev.Summarized(40, 4, 2800, 300))
+        renderer.handle(ev.CompactionFallback("ToolResultPrune", "the summariser did not answer within 60s", False, 2800, 900))
+    assert out.getvalue().splitlines() == [
+        "summary: 40 earlier messages summarised, about 2800 → 300 tokens",
+        "summariser failed (the summariser did not answer within 60s); compacted with ToolResultPrune",
+    ]

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from condukt import serialization
-from condukt.events import TextDelta, ThinkingDelta
+from condukt.events import TextDelta, ThinkingDelta, ToolCallDelta
 from condukt.messages import (
     AssistantMessage,
     ImageBlock,
@@ -161,7 +161,14 @@ def decode_once(protocol: str, streamed: bool, document: Any, chunks: list[bytes
     try:
         if streamed:
             deltas, message = decoder.decode_stream(chunks or [])
-            assert all(type(d) in (TextDelta, ThinkingDelta) and type(d.text) is str for d in deltas)
+            assert all(
+                type(d) in (TextDelta, ThinkingDelta)
+                and type(d.text) is str
+                or type(d) is ToolCallDelta
+                and type(d.arguments) is str
+                and type(d.name) is str
+                for d in deltas
+            )
         else:
             message = decoder.decode_response(shapes.dumps(document))
     except ProviderError:

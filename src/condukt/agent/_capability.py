@@ -19,6 +19,7 @@ import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from ..events import Event
 from ..messages import AssistantMessage, ToolCall, ToolResultMessage
 from ..otp import ExitReason
 from ..providers import ModelRequest
@@ -55,6 +56,8 @@ class Capability:
     ``prepare_request(run, r)`` before each model request: return the request to send.
     ``wrap_model_request(run,   async, around each model request: call ``send(request)`` (or not),
     request, send)``            return the response; raise an AgentError to fail the run.
+    ``model_event(run, event)`` an event the model streams (a delta, a retry), before anyone hears of it:
+                                return it, another event to deliver instead, or None to drop it.
     ``model_started(run)``      a model request is about to be made.
     ``model_finished(run, m,    it returned ``m`` (an AssistantMessage), or failed with ``error``
     error)``                    (``m`` None; cancellation included).
@@ -119,6 +122,14 @@ class Capability:
         turn in flight is dropped).
         """
         return await send(request)
+
+    def model_event(self, run: Run, event: Event) -> Event | None:
+        """``event``, streamed by the model, as the run's listeners should get it (None: they do not).
+
+        Only capabilities that override it cost anything: without one, the
+        model emits straight to the run. Never awaits, so never cancelled.
+        """
+        return event
 
     def model_started(self, run: Run) -> None:
         """A model request is about to be made."""
@@ -266,6 +277,7 @@ HOOKS = (
     "run_started",
     "prepare_request",
     "wrap_model_request",
+    "model_event",
     "model_started",
     "model_finished",
     "intercept_tool_call",
@@ -302,6 +314,7 @@ class Hooks:
     run_started: tuple[Any, ...]
     prepare_request: tuple[Any, ...]
     wrap_model_request: tuple[Any, ...]
+    model_event: tuple[Any, ...]
     model_started: tuple[Any, ...]
     model_finished: tuple[Any, ...]
     intercept_tool_call: tuple[Any, ...]

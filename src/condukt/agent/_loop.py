@@ -18,10 +18,10 @@ from typing import Any
 
 import trio
 
-from ..events import AgentEnd, AgentStart, Done, Error, MaxTurnsReached, TurnEnd, TurnStart
+from ..events import AgentEnd, AgentStart, Done, Error, Event, MaxTurnsReached, TurnEnd, TurnStart
 from ..messages import AssistantMessage, TextBlock, UserMessage
 from ..otp.lowlevel import process_of
-from ..providers import ModelError, ModelRequest
+from ..providers import Emit, ModelError, ModelRequest
 from ._capability import SendRequest
 from ._errors import Aborted, AgentError, RunTimeout
 from ._result import RunResult
@@ -92,7 +92,7 @@ async def run_turns(run: Run) -> tuple[Any, BaseException | None]:
                         response, in_flight = in_flight, None
                     else:
                         request = model_request(run)
-                        if hooks.model_started or hooks.model_finished or hooks.wrap_model_request:
+                        if hooks.model_started or hooks.model_finished or hooks.wrap_model_request or hooks.model_event:
                             response = await ask_model(run, request)
                         else:  # the common case, without a coroutine in between
                             response = await ctx.model.complete(request, run.emit)
@@ -239,7 +239,7 @@ async def ask_model(run: Run, request: ModelRequest) -> AssistantMessage:
         if hooks.wrap_model_request:
             response = await _wrapped(run, hooks.wrap_model_request, _send(run))(request)
         else:
-            response = await run.context.model.complete(request, run.emit)
+            response = await run.context.model.complete(request, _emit(run))
     except BaseException as exc:
         for finished in hooks.model_finished:
             finished(run, None, exc)
@@ -251,12 +251,30 @@ async def ask_model(run: Run, request: ModelRequest) -> AssistantMessage:
 
 def _send(run: Run) -> SendRequest:
     """The innermost ``send`` of the wrappers: the model itself."""
-    model, emit = run.context.model, run.emit
+    model, emit = run.context.model, _emit(run)
 
     async def send(request: ModelRequest) -> AssistantMessage:
         return await model.complete(request, emit)
 
     return send
+
+
+def _emit(run: Run) -> Emit:
+    """How the model emits for ``run``: straight to it, or through the capabilities' ``model_event`` hooks."""
+    filters = run.hooks.model_event
+    if not filters:
+        return run.emit
+    deliver = run.emit
+
+    async def emit(event: Event) -> None:
+        for keep in filters:
+            passed: Event | None = keep(run, event)
+            if passed is None:
+                return
+            event = passed
+        await deliver(event)
+
+    return emit
 
 
 def _wrapped(run: Run, wrappers: tuple[Any, ...], send: SendRequest) -> SendRequest:

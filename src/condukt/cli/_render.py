@@ -77,6 +77,8 @@ class Renderer:
         self._text = ""
         self._thinking = ""
         self._status: str | None = None
+        #: A structured result as far as the model has written it (PartialOutput), shown live.
+        self._partial: Any = None
         self._error: ev.Error | None = None
         self._later: list[RenderableType] = []
         self._spinner = Spinner("dots")
@@ -101,7 +103,7 @@ class Renderer:
 
     def live_view(self) -> RenderableType | None:
         """What is in progress (thinking, text, the spinner and its status), or ``None`` when nothing is."""
-        if not (self._thinking or self._text or self._status is not None):
+        if not (self._thinking or self._text or self._status is not None or self._partial is not None):
             return None
         return self._renderable()
 
@@ -114,6 +116,8 @@ class Renderer:
             parts.append(Text(self._thinking, style="dim italic"))
         if self._text:
             parts.append(self._markup(self._text))
+        if self._partial is not None:
+            parts.append(Text(json.dumps(self._partial, ensure_ascii=False, indent=2), style="cyan"))
         if self._status is not None:
             # One spinner for the renderer's life: it animates from when it was
             # made, so a new one per redraw would stay on its first frame.
@@ -162,6 +166,21 @@ class Renderer:
             assert isinstance(event, ev.ThinkingDelta)
             self._thinking += event.text
             self._status = "thinking"
+        elif kind is ev.PartialOutput:
+            assert isinstance(event, ev.PartialOutput)
+            self._partial = event.value  # redrawn live; the final result replaces it
+            self._status = "writing the result"
+        elif kind is ev.Summarized:
+            assert isinstance(event, ev.Summarized)
+            how = "summary prepared ahead" if event.ahead else "summary"
+            self.note(
+                f"{how}: {event.covered} earlier messages summarised, about "
+                f"{event.tokens_before} → {event.tokens_after} tokens"
+            )
+        elif kind is ev.CompactionFallback:
+            assert isinstance(event, ev.CompactionFallback)
+            dropped = ", older messages left out" if event.dropped else ""
+            self.note(f"summariser failed ({event.reason}); compacted with {event.compactor}{dropped}", "yellow")
         elif kind is ev.TurnStart:
             self._status = "waiting for the model"
         elif kind is ev.ToolCallStart:
@@ -193,6 +212,7 @@ class Renderer:
             )
         elif kind is ev.TurnEnd:
             self._status = None
+            self._partial = None
             self.flush()
         elif kind is ev.Retry:
             assert isinstance(event, ev.Retry)

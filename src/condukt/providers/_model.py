@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -46,12 +46,19 @@ class ModelError(ConduktError):
     """
 
 
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return names if type(names) is tuple else tuple(names)
+
+
 @attrs.frozen
 class ModelRequest:
     """Everything a model needs for one turn.
 
     ``settings`` holds the sampling settings (:class:`~condukt.ModelSettings`)
     of the agent and the run; its ``max_tokens`` is already in ``max_tokens``.
+    ``stream_arguments`` names the tools whose arguments the model streams
+    as :class:`~condukt.events.ToolCallDelta` events while it writes them
+    (a provider that receives a call whole sends none).
     """
 
     system_prompt: str | None
@@ -60,6 +67,7 @@ class ModelRequest:
     thinking_level: ThinkingLevel = "off"
     max_tokens: int | None = None
     settings: ModelSettings | None = None
+    stream_arguments: tuple[str, ...] = attrs.field(default=(), converter=_names)
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from ..events import Event, TextDelta, ThinkingDelta
+from ..events import Event, TextDelta, ThinkingDelta, ToolCallDelta
 from ..messages import (
     AssistantMessage,
     Citation,
@@ -663,7 +663,10 @@ class _Stream(StreamAssembler):
                 block.parts.append(piece)
                 return (TextDelta(piece),) if piece else _NOTHING
             if delta_kind == "input_json_delta":
-                block.parts.append(text(delta, "partial_json", f"{where}.delta"))
+                piece = text(delta, "partial_json", f"{where}.delta")
+                block.parts.append(piece)
+                if piece and block.kind == "tool_use":  # the model sends on only the tools a request names
+                    return (ToolCallDelta(index, block.id, block.name, piece),)
             elif delta_kind == "thinking_delta":
                 piece = text(delta, "thinking", f"{where}.delta")
                 block.parts.append(piece)

@@ -36,7 +36,7 @@ from typing import Any
 
 import attrs
 
-from ..events import Event, TextDelta, ThinkingDelta
+from ..events import Event, TextDelta, ThinkingDelta, ToolCallDelta
 from ..messages import (
     AssistantMessage,
     ContentBlock,
@@ -472,7 +472,9 @@ class _Stream(StreamAssembler):
             if refusal:
                 self._refusal.append(refusal)
             for j, item in enumerate(array(delta, "tool_calls", where)):
-                self._fragment(obj(item, f"{where}.tool_calls[{j}]"), f"{where}.tool_calls[{j}]")
+                piece = self._fragment(obj(item, f"{where}.tool_calls[{j}]"), f"{where}.tool_calls[{j}]")
+                if piece is not None:
+                    out.append(piece)
             finish = text(choice, "finish_reason", where)
             if finish:
                 self._finish = finish
@@ -481,7 +483,8 @@ class _Stream(StreamAssembler):
             self._model = model
         return out
 
-    def _fragment(self, fragment: dict[str, Any], where: str) -> None:
+    def _fragment(self, fragment: dict[str, Any], where: str) -> ToolCallDelta | None:
+        """Add a piece of a tool call; the piece of its arguments as an event (sent on only for the tools asked for)."""
         index = fragment.get("index", len(self._calls))
         if type(index) is not int or index.bit_length() > 32:
             raise WireError(f"{where}.index: expected an integer")
@@ -499,10 +502,12 @@ class _Stream(StreamAssembler):
         if type(arguments) is str:
             if arguments:
                 call.arguments.append(arguments)
+                return ToolCallDelta(index, call.id, call.name, arguments)
         elif type(arguments) is dict:
             call.object = check_depth(arguments, f"{where}.function.arguments")
         elif arguments is not None:
             raise WireError(f"{where}.function.arguments: expected a string or an object")
+        return None
 
     def finish(self) -> AssistantMessage:
         # Some compatible servers end the body after the last chunk without

@@ -45,7 +45,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..events import Event, TextDelta, ThinkingDelta
+from ..events import Event, TextDelta, ThinkingDelta, ToolCallDelta
 from ..messages import (
     AssistantMessage,
     Citation,
@@ -310,12 +310,14 @@ _FINAL = frozenset({"response.completed", "response.incomplete", "response.faile
 class _Stream(StreamAssembler):
     """Deltas as they come; the message from the final ``response`` (or the finished items)."""
 
-    __slots__ = ("_items", "_message", "_owner")
+    __slots__ = ("_calls", "_items", "_message", "_owner")
 
     def __init__(self, owner: OpenAIResponsesModel) -> None:
         self._owner = owner
         self._items: dict[int, Any] = {}
         self._message: AssistantMessage | None = None
+        #: Function calls as they start, by output index: (call id, name), for their argument deltas.
+        self._calls: dict[int, tuple[str, str]] = {}
 
     def take(self, event: ServerSentEvent) -> Sequence[Event]:
         data = obj(loads(event.data), event.event or "event")
@@ -326,6 +328,19 @@ class _Stream(StreamAssembler):
         if kind == "response.reasoning_summary_text.delta":
             piece = text(data, "delta", kind)
             return (ThinkingDelta(piece),) if piece else _NOTHING
+        if kind == "response.function_call_arguments.delta":
+            index = data.get("output_index")
+            piece = text(data, "delta", kind)
+            started = self._calls.get(index) if type(index) is int else None
+            if started is None or not piece:
+                return _NOTHING
+            return (ToolCallDelta(index, started[0], started[1], piece),)  # type: ignore[arg-type]
+        if kind == "response.output_item.added":
+            index = data.get("output_index")
+            item = data.get("item")
+            if type(index) is int and type(item) is dict and item.get("type") == "function_call":
+                self._calls[index] = (str(item.get("call_id") or ""), str(item.get("name") or ""))
+            return _NOTHING
         if kind == "response.output_item.done":
             index = data.get("output_index")
             if type(index) is not int or index.bit_length() > 32:

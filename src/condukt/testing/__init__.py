@@ -17,6 +17,7 @@ streams and tools can be tested without a network::
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from itertools import count
@@ -25,7 +26,7 @@ from typing import Any, Union
 import attrs
 import trio
 
-from ..events import TextDelta, ThinkingDelta
+from ..events import TextDelta, ThinkingDelta, ToolCallDelta
 from ..messages import AssistantMessage, ContentBlock, TextBlock, ThinkingBlock, ToolCall, Usage
 from ..providers import Emit, ModelError, ModelRequest
 
@@ -66,6 +67,11 @@ _WORDS = re.compile(r"\S+\s*|\s+")
 
 def _chunks(text: str) -> list[str]:
     return _WORDS.findall(text) or [text]
+
+
+def _json_chunks(text: str, size: int = 8) -> list[str]:
+    """JSON text in pieces of ``size`` characters, as a provider streams a tool call's arguments."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [text]
 
 
 class _Recorder:
@@ -113,7 +119,7 @@ class _Recorder:
             await trio.lowlevel.checkpoint()
         return self.requests[:count]
 
-    async def _respond(self, step: Any, emit: Emit) -> AssistantMessage:
+    async def _respond(self, step: Any, emit: Emit, streamed: tuple[str, ...] = ()) -> AssistantMessage:
         if isinstance(step, BaseException):
             raise step
         if isinstance(step, AssistantMessage):
@@ -144,7 +150,12 @@ class _Recorder:
                     blocks.append(TextBlock(part.text))
             elif isinstance(part, ToolCall):
                 has_calls = True
-                blocks.append(part if part.id else attrs.evolve(part, id=f"call_{next(self._ids)}"))
+                part = part if part.id else attrs.evolve(part, id=f"call_{next(self._ids)}")
+                if part.name in streamed:  # the request asked for its arguments as they are written
+                    index = sum(type(b) is ToolCall for b in blocks)
+                    for chunk in _json_chunks(json.dumps(part.arguments, ensure_ascii=False)):
+                        await emit(ToolCallDelta(index, part.id, part.name, chunk))
+                blocks.append(part)
             else:
                 raise TypeError(f"not a scripted step: {part!r}")
         return AssistantMessage(
@@ -183,7 +194,7 @@ class ScriptedModel(_Recorder):
             raise ScriptExhausted(f"{self.name}: script exhausted after {len(self._steps)} responses")
         step = self._steps[self._next]
         self._next += 1
-        return await self._respond(step, emit)
+        return await self._respond(step, emit, request.stream_arguments)
 
 
 class FunctionModel(_Recorder):
@@ -212,4 +223,4 @@ class FunctionModel(_Recorder):
         step = self._fn(request)
         if inspect.isawaitable(step):
             step = await step
-        return await self._respond(step, emit)
+        return await self._respond(step, emit, request.stream_arguments)

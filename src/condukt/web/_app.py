@@ -138,6 +138,12 @@ class Endpoint:
             raise HTTPError(422, "InvalidRequest", "the body does not match the run request schema", errors=errors)
         prompt: str = body["prompt"]
         session_id: str | None = body.get("session")
+        output: Schema[Any] | None = None
+        if "output" in body:  # a structured run: the result is JSON text; SSE carries partial_output events
+            try:
+                output = Schema.of(body["output"], untrusted=True)
+            except ValueError as exc:
+                raise HTTPError(422, "InvalidRequest", f"output: {exc}") from None
         if session_id is None:
             try:
                 session_id, agent = await self.sessions.open(route)
@@ -149,7 +155,7 @@ class Endpoint:
                 raise HTTPError(404, "SessionNotFound", f"no session {session_id!r} of agent {name!r}")
         if "text/event-stream" in request.headers.get("accept", ""):
             return StreamingResponse(
-                self._sse(agent, session_id, prompt, self.sessions.entry(session_id)),
+                self._sse(agent, session_id, prompt, self.sessions.entry(session_id), output),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", "X-Condukt-Session": session_id},
             )
@@ -161,7 +167,9 @@ class Endpoint:
                 ended.append(event)
 
         try:
-            text = await agent.run(prompt, timeout=self.run_timeout, on_event=on_event)
+            text = await agent.run(prompt, timeout=self.run_timeout, on_event=on_event, output=output)
+            if output is not None:
+                text = json.dumps(output.dump(text), ensure_ascii=False, default=str)
         except Exception as exc:
             if entry is not None and entry.deleted:
                 raise _deleted(session_id) from None
@@ -171,10 +179,12 @@ class Endpoint:
         usage = serialization.unstructure(ended[-1].usage) if ended else None
         return JSONResponse({"session": session_id, "text": text, "usage": usage})
 
-    async def _sse(self, agent: Any, session_id: str, prompt: str, entry: Any) -> AsyncIterator[bytes]:
+    async def _sse(
+        self, agent: Any, session_id: str, prompt: str, entry: Any, output: Schema[Any] | None = None
+    ) -> AsyncIterator[bytes]:
         # A client that disconnects cancels this generator: leaving the stream block aborts the run.
         try:
-            async with agent.stream(prompt, timeout=self.run_timeout) as stream:
+            async with agent.stream(prompt, timeout=self.run_timeout, output=output) as stream:
                 async for event in stream:
                     yield _sse(events.to_json(event))
         except Exception as exc:  # the agent crashed (it restarts), refused the run, or its session was deleted
@@ -330,7 +340,11 @@ def _run_error(exc: Exception, session_id: str | None) -> HTTPError:
 _RUN_REQUEST = Schema.of(
     {
         "type": "object",
-        "properties": {"prompt": {"type": "string", "minLength": 1}, "session": {"type": ["string", "null"]}},
+        "properties": {
+            "prompt": {"type": "string", "minLength": 1},
+            "session": {"type": ["string", "null"]},
+            "output": {"type": "object"},
+        },
         "required": ["prompt"],
         "additionalProperties": False,
     }

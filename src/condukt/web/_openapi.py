@@ -262,7 +262,9 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
     attrs_schema(Usage, components)
     attrs_schema(PendingApproval, components)
     components.update({
-        "RunRequest": _closed({"prompt": {"type": "string", "minLength": 1}, "session": {"type": ["string", "null"]}},
+        "RunRequest": _closed({"prompt": {"type": "string", "minLength": 1}, "session": {"type": ["string", "null"]},
+                               "output": {"type": "object",
+                                          "description": "a JSON Schema: the run's structured result"}},
                               required=["prompt"]),
         "RunResponse": _closed({"session": _STR, "text": _STR,
                                 "usage": {"anyOf": [_ref("Usage"), {"type": "null"}]}}),

@@ -26,6 +26,8 @@ built-in (module)           when the agent gets it                       what it
 (:mod:`.subagents`)
 ``Compaction``              a ``compactor``                              compacts after runs and on ``compact()``
 (:mod:`.compaction`)
+``Summarizing``             ``compactor=Summarize(...)``                 summarises before a request would overflow
+(:mod:`.summarize`)
 ``ToolSources``             a :class:`~condukt.tools.ToolSource` in       opens sources, keeps their tools current
 (:mod:`.tool_sources`)      the tools
 (the agent's own)           ``capabilities()`` / ``capabilities=``
@@ -58,6 +60,7 @@ from .resume import ResumeCheckpoints, Resumption
 from .scrubbing import Scrubbing
 from .structured_output import StructuredOutput
 from .subagents import Subagents
+from .summarize import Summarizing
 from .telemetry import Telemetry
 from .tool_journal import ToolJournal
 from .tool_sources import ToolSources
@@ -80,6 +83,7 @@ __all__ = [
     "Scrubbing",
     "StructuredOutput",
     "Subagents",
+    "Summarizing",
     "Telemetry",
     "ToolJournal",
     "ToolSources",
@@ -110,6 +114,7 @@ ORDER: tuple[type[Builtin] | _Own, ...] = (
     ProjectInstructions,
     Subagents,
     Compaction,  # before OWN: the agent's own after_run sees the compacted history
+    Summarizing,  # after StructuredOutput: the request it checks carries submit_result
     ToolSources,
     OWN,
     Approvals,

@@ -148,9 +148,11 @@ class Compaction(Builtin):
 
     @classmethod
     def at_start(cls, ctx: AgentContext) -> Capability | None:
-        """One for an agent with a ``compactor``."""
+        """One for an agent with a ``compactor`` (not one a capability of its own applies: ``Summarize``)."""
         compactor = ctx.config.compactor
-        return None if compactor is None else cls(compactor)
+        if compactor is None or getattr(compactor, "own_capability", False):
+            return None
+        return cls(compactor)
 
     async def compact(self, ctx: AgentContext) -> None:
         """``agent.compact()``: compact now; a failing compactor raises (its caller gets it), the history intact.

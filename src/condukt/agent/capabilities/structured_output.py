@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from ...events import Event, PartialOutput, ToolCallDelta
 from ...messages import AssistantMessage, Message, TextBlock, ToolCall, ToolDefinition, ToolResultMessage
 from ...providers import ModelRequest
 from ...schema import Schema
@@ -22,7 +23,14 @@ from .._context import AgentContext
 from .._errors import InvalidOutput, NoResultSubmitted
 from .._run import Run
 
-__all__ = ["SUBMIT_RESULT", "OutputSpec", "StructuredOutput"]
+try:  # the [partial] extra: PartialOutput events (benchmarks/partial_json.py measures it against hand-written)
+    import jiter
+
+    _PARTIAL = True
+except ImportError:  # pragma: no cover - the test extra installs it
+    _PARTIAL = False
+
+__all__ = ["SUBMIT_RESULT", "OutputSpec", "PartialResult", "StructuredOutput", "relaxed_schema"]
 
 #: The name of the synthetic tool a structured run adds.
 SUBMIT_RESULT = "submit_result"
@@ -80,6 +88,73 @@ class OutputSpec:
         )
 
 
+#: Keywords a value being written may not meet yet (a prefix of a list, an object missing its
+#: later properties, a string still being written): left out when a partial value is checked.
+_NOT_YET = frozenset(
+    {"required", "minItems", "minProperties", "minLength", "minContains", "contains", "pattern", "format",
+     "dependentRequired", "dependencies", "dependentSchemas", "if", "then", "else", "not"}
+)
+
+
+def relaxed_schema(schema: Any) -> Any:
+    """``schema`` (JSON Schema data) as a partial value must fit it: what only a whole value can meet is left out.
+
+    Dropped everywhere: required properties, minimum sizes, string patterns
+    and formats, conditionals; ``enum``/``const`` when they hold strings
+    (the string may be half written). Types, maximum sizes, numeric bounds
+    and ``additionalProperties`` stay: a partial value that breaks them will
+    not be the result either.
+    """
+    if isinstance(schema, dict):
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key in _NOT_YET:
+                continue
+            if key in ("enum", "const") and any(isinstance(v, str) for v in (value if key == "enum" else [value])):
+                continue
+            if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+                out[key] = {name: relaxed_schema(sub) for name, sub in value.items()}
+            else:
+                out[key] = relaxed_schema(value)
+        return out
+    if isinstance(schema, list):
+        return [relaxed_schema(item) for item in schema]
+    return schema
+
+
+class PartialResult:
+    """The ``submit_result`` arguments as they stream in, parsed so far (jiter's partial mode).
+
+    :meth:`feed` takes a piece of JSON text and returns the new partial
+    value when it grew and fits the relaxed schema (:func:`relaxed_schema`),
+    else None. Each piece re-parses the text so far: jiter parses in C, and
+    ``benchmarks/partial_json.py`` measures it against a hand-written parser.
+    """
+
+    __slots__ = ("_check", "_last", "_parts")
+
+    def __init__(self, check: Schema[Any]) -> None:
+        self._check = check
+        self._parts: list[str] = []
+        self._last: Any = None
+
+    def feed(self, piece: str) -> dict[str, Any] | None:
+        """The value so far, if it is new and valid as a partial value; None otherwise. Never raises."""
+        self._parts.append(piece)
+        text = "".join(self._parts)
+        self._parts = [text]
+        try:
+            value = jiter.from_json(text.encode(), partial_mode="trailing-strings")
+        except ValueError:  # not JSON (yet, or ever): the final submission is judged as usual
+            return None
+        if not isinstance(value, dict) or not value or value == self._last:
+            return None
+        if not self._check.is_valid(value):
+            return None
+        self._last = value
+        return value
+
+
 @functools.lru_cache(maxsize=1024)
 def _spec_of(schema: Schema[Any]) -> OutputSpec:
     body = schema.json
@@ -115,6 +190,9 @@ class StructuredOutput(Builtin):
         self.value: Any = None
         self.last_errors: list[str] = []
         self._definition = spec.definition()
+        #: Per streamed ``submit_result`` call (by index in its response), its partial value so far.
+        self._partials: dict[int, PartialResult] = {}
+        self._relaxed: Schema[Any] | None = None
 
     @classmethod
     def once_resolved(cls, ctx: AgentContext) -> Capability | None:
@@ -132,10 +210,32 @@ class StructuredOutput(Builtin):
         return cls(OutputSpec.of(output), ctx.config.output_retries)
 
     def prepare_request(self, run: Run, request: ModelRequest) -> ModelRequest:
-        """Add the instruction to the system prompt and ``submit_result`` to the tools."""
+        """Add the instruction to the system prompt and ``submit_result`` to the tools (streamed, with jiter)."""
         instruction = self.spec.instruction
         system = f"{request.system_prompt}\n\n{instruction}" if request.system_prompt else instruction
-        return attrs.evolve(request, system_prompt=system, tools=(*request.tools, self._definition))
+        self._partials = {}
+        streamed = request.stream_arguments
+        if _PARTIAL and SUBMIT_RESULT not in streamed:
+            streamed = (*streamed, SUBMIT_RESULT)
+        return attrs.evolve(
+            request, system_prompt=system, tools=(*request.tools, self._definition), stream_arguments=streamed
+        )
+
+    def model_event(self, run: Run, event: Event) -> Event | None:
+        """A streamed piece of ``submit_result``'s arguments becomes a :class:`~condukt.events.PartialOutput`.
+
+        Only when the value grew and fits the schema as a partial value
+        (else nothing is passed on); other events pass as they are.
+        """
+        if type(event) is not ToolCallDelta or event.name != SUBMIT_RESULT:
+            return event
+        partial = self._partials.get(event.index)
+        if partial is None:
+            if self._relaxed is None:
+                self._relaxed = Schema.of(relaxed_schema(self.spec.parameters.json))
+            partial = self._partials[event.index] = PartialResult(self._relaxed)
+        value = partial.feed(event.arguments)
+        return None if value is None else PartialOutput(value)
 
     def intercept_tool_call(self, run: Run, call: ToolCall) -> ToolResultMessage | None:
         """Judge a ``submit_result`` call; other calls go to their tools."""

@@ -18,7 +18,7 @@ import attrs
 import httpx
 import trio
 
-from ...events import Event, Retry, TextDelta, ThinkingDelta
+from ...events import Event, Retry, TextDelta, ThinkingDelta, ToolCallDelta
 from ...messages import AssistantMessage, DocumentBlock, StopReason, TextBlock, ThinkingBlock, UserMessage
 from ...otp import current_node
 from .._errors import (
@@ -112,17 +112,21 @@ class _Attempt:
     thousands of agents).
     """
 
-    __slots__ = ("emit", "emitted", "number", "provider")
+    __slots__ = ("emit", "emitted", "number", "provider", "wanted")
 
-    def __init__(self, emit: Emit, number: int, provider: str) -> None:
+    def __init__(self, emit: Emit, number: int, provider: str, wanted: tuple[str, ...] = ()) -> None:
         self.emit = emit
+        #: The tools whose streamed arguments the request asked for (``ModelRequest.stream_arguments``).
+        self.wanted = wanted
         #: Whether content (a delta) was emitted: the attempt can no longer be retried.
         self.emitted = False
         self.number = number
         self.provider = provider
 
     async def event(self, event: Event) -> None:
-        """Emit a content event (and remember that one was)."""
+        """Emit a content event (and remember that one was); argument pieces only of the tools asked for."""
+        if type(event) is ToolCallDelta and event.name not in self.wanted:
+            return
         self.emitted = True
         await self.emit(event)
 
@@ -462,7 +466,7 @@ class HttpModel(abc.ABC):
         number = 0
         while True:  # the attempts
             number += 1
-            attempt = _Attempt(emit, number, self.provider)
+            attempt = _Attempt(emit, number, self.provider, request.stream_arguments)
             try:
                 message = await self._attempt(body, estimate, attempt)
                 break
