@@ -22,12 +22,16 @@ from ._errors import (
     Aborted,
     AgentError,
     Busy,
+    HandoffCycle,
+    HandoffFailed,
+    InputAlreadyAnswered,
     InvalidInput,
     InvalidOutput,
     NoResultSubmitted,
     NotRunning,
     RunTimeout,
     UnknownApproval,
+    UnknownInputRequest,
     UnknownOperation,
 )
 from ._handle import STREAM_BUFFER, AgentHandle, EventStream
@@ -36,6 +40,7 @@ from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
 from ._result import RunResult
 from ._run import Run
+from ._stepping import ModelStep, StepError, Steps, ToolsStep
 from .capabilities.guardrails import GuardrailTripped, InputGuardrail, OutputGuardrail
 from .capabilities.subagents import Subagent, SubagentSupervisor
 from .capabilities.usage_limits import UsageLimitExceeded, UsageLimits
@@ -55,9 +60,13 @@ __all__ = [
     "Capability",
     "EventStream",
     "GuardrailTripped",
+    "HandoffCycle",
+    "HandoffFailed",
+    "InputAlreadyAnswered",
     "InputGuardrail",
     "InvalidInput",
     "InvalidOutput",
+    "ModelStep",
     "NoResultSubmitted",
     "NotRunning",
     "Operation",
@@ -66,10 +75,14 @@ __all__ = [
     "RunInfo",
     "RunResult",
     "RunTimeout",
+    "StepError",
+    "Steps",
     "Subagent",
     "SubagentSupervisor",
     "ToolCallInfo",
+    "ToolsStep",
     "UnknownApproval",
+    "UnknownInputRequest",
     "UnknownOperation",
     "UsageLimitExceeded",
     "UsageLimits",

@@ -31,6 +31,10 @@ built-in (module)           when the agent gets it                       what it
 (the agent's own)           ``capabilities()`` / ``capabilities=``
 ``Approvals``               a tool that may ask for approval             holds calls until ``approve``/``deny``
 (:mod:`.approvals`)
+``Deferred``                a :class:`~condukt.tools.DeferredTool`       holds calls until ``respond`` gives their
+(:mod:`.deferred`)          (``AskUser``)                                result
+``Handoffs``                a ``condukt.handoff(...)`` in the tools      hands the conversation to another agent,
+(:mod:`.handoffs`)                                                       whose answer ends the run
 ``ResumeCheckpoints``       ``resume=True`` with a store                 a checkpoint before a run's first request
 (:mod:`.resume`)
 ``Telemetry``               a telemetry handler attached                 the telemetry contract's events
@@ -49,7 +53,9 @@ from typing import Final, final
 from .._capability import Builtin
 from .approvals import Approvals
 from .compaction import Compaction
+from .deferred import Deferred
 from .guardrails import GuardrailTripped, InputGuardrail, OutputGuardrail
+from .handoffs import Handoff, Handoffs, handoff
 from .instructions import ProjectInstructions
 from .persistence import Persistence
 from .resume import ResumeCheckpoints, Resumption
@@ -67,7 +73,10 @@ __all__ = [
     "Approvals",
     "Builtin",
     "Compaction",
+    "Deferred",
     "GuardrailTripped",
+    "Handoff",
+    "Handoffs",
     "InputGuardrail",
     "OutputGuardrail",
     "Persistence",
@@ -81,6 +90,7 @@ __all__ = [
     "ToolSources",
     "UsageLimitExceeded",
     "UsageLimits",
+    "handoff",
 ]
 
 
@@ -108,7 +118,9 @@ ORDER: tuple[type[Builtin] | _Own, ...] = (
     Compaction,  # before OWN: the agent's own after_run sees the compacted history
     ToolSources,
     OWN,
-    Approvals,
+    Approvals,  # before Deferred: a deferred call that needs approval is approved before it waits
+    Deferred,
+    Handoffs,  # after the gates that may answer a call first
     ResumeCheckpoints,
     Telemetry,  # last: its timings include the other capabilities' hooks
 )

@@ -36,6 +36,7 @@ class Resumption(Builtin):
     def __init__(self, checkpoint: RunCheckpoint) -> None:
         self.results = {result.tool_call_id: result for result in checkpoint.results}
         self.waiting = {approval.call_id for approval in checkpoint.approvals}
+        self.waiting.update(pending.call_id for pending in checkpoint.inputs)
         self.done = False
 
     @classmethod
@@ -45,7 +46,7 @@ class Resumption(Builtin):
         return None if resumed is None else cls(resumed)
 
     def intercept_tool_call(self, run: Run, call: ToolCall) -> ToolResultMessage | None:
-        """The call's saved result, None for a call still waiting for approval, else "interrupted"."""
+        """The call's saved result, None for a call still waiting (an approval, an answer), else "interrupted"."""
         if self.done:
             return None
         result = self.results.get(call.id)
