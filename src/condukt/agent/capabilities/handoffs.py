@@ -210,8 +210,10 @@ class Handoffs(Builtin):
         supervisor = await self._children.supervisor(ctx)
         try:
             child = await supervisor.start_child(ChildSpec(None, tool.agent, kwargs=options, restart="temporary"))
-        except ConduktError as exc:
-            raise HandoffFailed(call.name, exc, f"handoff target {tool.agent.__name__} did not start: {exc}") from None
+        except Exception as exc:  # its init or options failed: the target never ran
+            raise HandoffFailed(
+                call.name, exc, f"handoff target {tool.agent.__name__} did not start: {type(exc).__name__}: {exc}"
+            ) from None
         child_id = child.session_id
         emit = run.emit
         await emit(HandedOff(call.id, call.name, child_id))
