@@ -34,6 +34,12 @@ SESSION_PATHS: list[tuple[str, str, str, dict[str, Any] | None, dict[str, Any] |
       "required": ["approve"]},
      {"type": "object", "properties": {"session": {"type": "string"}, "call_id": {"type": "string"},
                                        "approved": {"type": "boolean"}}}),
+    ("/inputs", "get", "The deferred tool calls (ask_user...) waiting for an answer", None,
+     {"type": "object", "properties": {"session": {"type": "string"}, "inputs": {"type": "array"}}}),
+    ("/inputs/{call_id}", "post", "Answer a waiting deferred tool call (409 if it was answered already)",
+     {"type": "object", "properties": {"value": {}}, "required": ["value"]},
+     {"type": "object", "properties": {"session": {"type": "string"}, "call_id": {"type": "string"},
+                                       "answered": {"type": "boolean"}}}),
     ("", "delete", "Stop the session's agent and forget the session", None, None),
 ]
 
@@ -73,6 +79,9 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
                                  "responses": {"404": _error("No such session")}}
         if request is not None:
             entry["requestBody"] = {"required": True, "content": {"application/json": {"schema": request}}}
+        if suffix == "/inputs/{call_id}":
+            entry["responses"]["404"] = _error("No such session, or no call waits with that id")
+            entry["responses"]["409"] = _error("The call was answered already")
         if response is None:
             entry["responses"]["204"] = {"description": "Done"}
         else:
