@@ -3,7 +3,8 @@
 Like Erlang's ``observer`` and Phoenix LiveDashboard: every process of the
 node with its kind, status, mailbox depth and restarts, and for agents the
 run in progress, its turn, tokens and tool calls in flight; a per-agent
-event log; an abort button per running agent. One self-contained page
+event log; an abort button per running agent, and an answer field for a
+question an agent waits on (``ask_user``, ``docs/deferred-tools.md``). One self-contained page
 (no CDN, no build step) fed by Server-Sent Events.
 
 Three ways to serve it:
@@ -51,7 +52,7 @@ from starlette.routing import BaseRoute, Route
 
 from .. import asyncio as condukt_asyncio
 from .. import serialization
-from ..agent import AgentHandle
+from ..agent import AgentHandle, InputAlreadyAnswered, UnknownInputRequest
 from ..lifespan import open_app_node
 from ..otp import ConduktError, Node, current_node
 from ._event_log import event_log
@@ -127,6 +128,10 @@ async def _abort(node: Node, handle: AgentHandle) -> bool:
     return await handle.abort()
 
 
+async def _respond(node: Node, handle: AgentHandle, call_id: str, value: Any) -> None:
+    await handle.respond(call_id, value)
+
+
 class _Observer:
     """What the routes share: where the node is, and the latest snapshot (one per interval for all pages)."""
 
@@ -187,8 +192,8 @@ class _Observer:
         seq, found = await self.in_trio(_events, request.path_params["session"], after)
         return JSONResponse({"seq": seq, "events": found}, headers={"Cache-Control": "no-store"})
 
-    async def abort(self, request: Request) -> Response:
-        """``POST /api/processes/{pid}/abort``: abort the run of that agent (``{"pid", "aborted"}``)."""
+    async def _agent(self, request: Request) -> tuple[int, AgentHandle]:
+        """The live agent of the ``pid`` path parameter (404 ``AgentNotFound`` otherwise)."""
         pid = _int(request.path_params["pid"], "pid")
         latest = await self.latest()
         handle = latest.handles.get(pid)
@@ -197,8 +202,34 @@ class _Observer:
             handle = (await self.latest()).handles.get(pid)
         if not isinstance(handle, AgentHandle) or not handle.alive:
             raise HTTPError(404, "AgentNotFound", f"no live agent with pid {pid}")
+        return pid, handle
+
+    async def abort(self, request: Request) -> Response:
+        """``POST /api/processes/{pid}/abort``: abort the run of that agent (``{"pid", "aborted"}``)."""
+        pid, handle = await self._agent(request)
         aborted = await self.in_trio(_abort, handle)
         return JSONResponse({"pid": pid, "aborted": aborted})
+
+    async def respond(self, request: Request) -> Response:
+        """``POST /api/processes/{pid}/inputs/{call_id}`` ``{"value": ...}``: answer that agent's waiting question.
+
+        404 ``AgentNotFound`` / ``UnknownInputRequest``, 409 ``InputAlreadyAnswered``, 422 for a body without ``value``.
+        """
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or "value" not in body:
+            raise HTTPError(422, "InvalidRequest", 'the body must be a JSON object with a "value"')
+        pid, handle = await self._agent(request)
+        call_id = request.path_params["call_id"]
+        try:
+            await self.in_trio(_respond, handle, call_id, body["value"])
+        except InputAlreadyAnswered as exc:
+            raise HTTPError(409, "InputAlreadyAnswered", str(exc)) from None
+        except UnknownInputRequest as exc:
+            raise HTTPError(404, "UnknownInputRequest", str(exc)) from None
+        return JSONResponse({"pid": pid, "call_id": call_id, "answered": True})
 
     async def stream(self, request: Request) -> Response:
         """``GET /api/stream?agent=<session id>``: SSE of the tree, and of that agent's events if given."""
@@ -249,6 +280,7 @@ class _Observer:
             Route("/api/stream", guard(self.stream), methods=["GET"]),
             Route("/api/agents/{session}/events", guard(self.events), methods=["GET"]),
             Route("/api/processes/{pid}/abort", guard(self.abort), methods=["POST"]),
+            Route("/api/processes/{pid}/inputs/{call_id}", guard(self.respond), methods=["POST"]),
         ]
 
 
