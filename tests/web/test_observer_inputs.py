@@ -54,7 +54,7 @@ async def test_the_answer_route_answers_a_waiting_question_behind_the_token() ->
 async def test_the_page_answers_a_waiting_question_with_its_field_and_button(browser_page: Any) -> None:
     from .test_observer_browser import By, click, rows, wait_until
 
-    browser = browser_page
+    driver = browser_page
     model = ScriptedModel([call("ask_user", {"question": "Which branch?"}, id="q1"), reply("Merged into main.")])
     async with condukt.open_node() as node:
         agent = await node.spawn(condukt.Agent, model=model, tools=[AskUser], load_project_instructions=False)
@@ -63,7 +63,7 @@ async def test_the_page_answers_a_waiting_question_with_its_field_and_button(bro
 
             def select_agent() -> None:
                 # The observer logs events from its first look at the node on: open it before the run.
-                browser.get(observer.page_url(url, TOKEN, path="/"))
+                driver.get(observer.page_url(url, TOKEN, path="/"))
                 wait_until(browser, lambda d: any(r["key"] == key for r in rows(d)), "the agent")
                 click(browser, f'#tree tr[data-key="{key}"] td:first-child')
                 wait_until(browser, lambda d: "No events yet." in d.find_element(By.ID, "log").text, "its empty log")
@@ -79,8 +79,8 @@ async def test_the_page_answers_a_waiting_question_with_its_field_and_button(bro
 
                 def answer_in_page() -> None:
                     wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#log input.answer"), "the answer field")
-                    assert "Which branch?" in browser.find_element(By.ID, "log").text
-                    browser.find_element(By.CSS_SELECTOR, "#log input.answer").send_keys("main")
+                    assert "Which branch?" in driver.find_element(By.ID, "log").text
+                    driver.find_element(By.CSS_SELECTOR, "#log input.answer").send_keys("main")
                     click(browser, "#log button.answer")
                     wait_until(browser, lambda d: "Answer sent" in d.find_element(By.ID, "flash").text, "the confirmation")
 

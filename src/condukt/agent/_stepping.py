@@ -17,12 +17,10 @@ for it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, final
 
 import trio
-
-from collections.abc import Awaitable, Callable
 
 from ..events import Done, Error
 from ..messages import AssistantMessage, StopReason, ToolCall, ToolResultMessage
@@ -176,7 +174,9 @@ class Stepping:
             return
         await step._released.wait()
 
-    async def wrap_model_request(self, run: Any, request: ModelRequest, send: Callable[[ModelRequest], Awaitable[AssistantMessage]]) -> AssistantMessage:
+    async def wrap_model_request(
+        self, run: Any, request: ModelRequest, send: Callable[[ModelRequest], Awaitable[AssistantMessage]]
+    ) -> AssistantMessage:
         """The model's response, handed over as a :class:`ModelStep`; what the caller left of its calls goes on."""
         response = await send(request)
         step = ModelStep(run.turn, response)
@@ -209,7 +209,7 @@ class Stepping:
 
 
 class Steps:
-    """The steps of one run (``async for step in steps``), from :meth:`AgentHandle.iter <condukt.agent.AgentHandle.iter>`.
+    """The steps of one run (``async for step in steps``), from ``agent.iter()``.
 
     The iteration ends when the run has ended (after its ``Done``); then
     :attr:`result` is the run's result. ``run_id`` identifies the run.
@@ -265,7 +265,7 @@ class Steps:
         return stepping.value
 
     async def steer(self, text: str) -> None:
-        """Add ``text`` as a user message before the run's next model request (``agent.steer``).
+        """Add ``text`` as a user message before the run's next model request (as ``agent.steer``).
 
         Given at a :class:`ModelStep`, it is taken after that turn's tools
         ran; at a :class:`ToolsStep`, before the next request; at the final

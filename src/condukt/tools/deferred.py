@@ -43,7 +43,10 @@ class DeferredTool(Tool):
         return value
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Never run by an agent (its deferred capability answers the call); raises :class:`ToolError` if called."""
+        """Never run by an agent (its deferred capability answers the call); raises :class:`ToolError` if called.
+
+        Nothing to cancel: it returns at once.
+        """
         raise ToolError(f"{self.name} is answered from outside the agent (agent.respond), not called")
 
 

@@ -235,7 +235,7 @@ class Endpoint:
         return JSONResponse({"session": session_id, "call_id": call_id, "approved": body["approve"]})
 
     async def inputs(self, request: Request) -> Response:
-        """``GET /sessions/{id}/inputs``: the deferred tool calls (``ask_user``...) waiting for an answer, oldest first."""
+        """``GET /sessions/{id}/inputs``: the deferred tool calls (``ask_user``...) waiting, oldest first."""
         session_id, agent = await self.session(request)
         pending = await agent.pending_inputs()
         return JSONResponse({"session": session_id, "inputs": [serialization.unstructure(p) for p in pending]})

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import trio
+from waiting import Watched
 
 import condukt
 from condukt.agent import InputAlreadyAnswered, UnknownInputRequest
@@ -15,7 +16,6 @@ from condukt.messages import ToolResultMessage
 from condukt.sessions import DiskStore, PendingInput
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 from condukt.tools import AskUser, DeferredTool
-from waiting import Watched
 
 from ..helpers import TIMEOUT, Recorder
 

@@ -62,7 +62,7 @@ class TurnWaits:
         waits = run.state.get(_KEY)
         if waits is None:
             waits = run.state[_KEY] = TurnWaits()
-        return waits  # type: ignore[no-any-return]
+        return waits
 
     def record(self, result: ToolResultMessage) -> None:
         """Keep ``result`` for the checkpoint; a waiting call saves it now (the run may wait long)."""

@@ -170,7 +170,7 @@ class Deferred(Builtin):
             content, is_error = (TextBlock(f"Error: {exc}"),), True
         ctx = self.ctx
         if ctx.scrubs:
-            content = ctx.scrub_blocks(content)  # type: ignore[assignment]
+            content = ctx.scrub_blocks(content)
         return ToolResultMessage(call.id, call.name, content, is_error)
 
     def tool_finished(

@@ -104,7 +104,10 @@ class Handoff(Tool):
     }
 
     async def call(self, args: dict[str, Any], context: ToolContext) -> Any:
-        """Never run: the agent's :class:`Handoffs` capability answers its calls."""
+        """Never run: the agent's :class:`Handoffs` capability answers its calls (raises :class:`ToolError` if called).
+
+        Nothing to cancel: it returns at once.
+        """
         raise ToolError(f"{self.name} hands the conversation over; it is not called directly")
 
 
@@ -275,4 +278,3 @@ class _Answer:
 
 def _error(call: ToolCall, text: str) -> ToolResultMessage:
     return ToolResultMessage(call.id, call.name, (TextBlock(f"Error: {text}"),), True)
-
