@@ -64,9 +64,9 @@ async def test_the_page_answers_a_waiting_question_with_its_field_and_button(bro
             def select_agent() -> None:
                 # The observer logs events from its first look at the node on: open it before the run.
                 driver.get(observer.page_url(url, TOKEN, path="/"))
-                wait_until(browser, lambda d: any(r["key"] == key for r in rows(d)), "the agent")
-                click(browser, f'#tree tr[data-key="{key}"] td:first-child')
-                wait_until(browser, lambda d: "No events yet." in d.find_element(By.ID, "log").text, "its empty log")
+                wait_until(driver, lambda d: any(r["key"] == key for r in rows(d)), "the agent")
+                click(driver, f'#tree tr[data-key="{key}"] td:first-child')
+                wait_until(driver, lambda d: "No events yet." in d.find_element(By.ID, "log").text, "its empty log")
 
             await trio.to_thread.run_sync(select_agent)
             answers: list[Any] = []
@@ -78,11 +78,11 @@ async def test_the_page_answers_a_waiting_question_with_its_field_and_button(bro
                 nursery.start_soon(ask)
 
                 def answer_in_page() -> None:
-                    wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#log input.answer"), "the answer field")
+                    wait_until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#log input.answer"), "the answer field")
                     assert "Which branch?" in driver.find_element(By.ID, "log").text
                     driver.find_element(By.CSS_SELECTOR, "#log input.answer").send_keys("main")
-                    click(browser, "#log button.answer")
-                    wait_until(browser, lambda d: "Answer sent" in d.find_element(By.ID, "flash").text, "the confirmation")
+                    click(driver, "#log button.answer")
+                    wait_until(driver, lambda d: "Answer sent" in d.find_element(By.ID, "flash").text, "the confirmation")
 
                 await trio.to_thread.run_sync(answer_in_page)
             assert answers == ["Merged into main."]
