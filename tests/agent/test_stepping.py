@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import condukt
 from condukt.agent import ModelStep, StepError, ToolsStep
 from condukt.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from condukt.testing import ScriptedModel, call, reply
+from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
 
 class Echo(condukt.Tool):
@@ -164,3 +165,25 @@ async def test_a_run_that_fails_raises_its_error_from_result(autojump_clock: tri
         with pytest.raises(condukt.RunTimeout):
             _ = steps.result
         assert await agent.history() == ()
+
+
+async def test_leaving_while_the_run_still_waits_in_the_queue_withdraws_it(autojump_clock: trio.abc.Clock) -> None:
+    release = trio.Event()
+
+    async def first_waits(request: condukt.ModelRequest) -> Any:
+        if request.messages[-1].text == "first":
+            await release.wait()
+        return reply(f"answered {request.messages[-1].text}")
+
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=FunctionModel(first_waits), load_project_instructions=False)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.run, "first")
+            await trio.testing.wait_all_tasks_blocked()
+            async with agent.iter("queued") as steps:
+                assert agent.queued == 1
+            with pytest.raises(condukt.Aborted):
+                _ = steps.result
+            assert agent.queued == 0
+            release.set()
+        assert [m.text for m in await agent.history()] == ["first", "answered first"]

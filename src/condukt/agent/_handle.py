@@ -19,6 +19,7 @@ from ..providers import ModelSettings
 from ..providers.lowlevel import model_settings as check_model_settings
 from ..schema import Schema
 from ..tools.read import IMAGE_TYPES
+from ._errors import Aborted
 from ._info import AgentInfo
 from ._input import render_input
 from ._operations import run_operation
@@ -626,6 +627,10 @@ class _StepsContext:
         tb: TracebackType | None,
     ) -> None:
         await self._stream.__aexit__(exc_type, exc, tb)
+        stepping = self._stepping
+        if stepping.failure is None and not stepping.ended():
+            # Left before the run started (it was queued): it never runs, and never settles.
+            stepping.failure = Aborted("run aborted")
 
 
 class _StreamContext:

@@ -198,6 +198,10 @@ class Stepping:
         step._release()
         return False
 
+    def ended(self) -> bool:
+        """Whether the run settled (its result or failure is known)."""
+        return self.value is not _NO_VALUE or self.failure is not None
+
     async def review_result(self, run: Any, value: Any) -> Any:
         """Keep the run's result for ``steps.result`` (the run-scoped capabilities' review comes last)."""
         self.value = value
