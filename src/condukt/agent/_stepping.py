@@ -157,7 +157,6 @@ class Stepping:
     def __init__(self) -> None:
         self.value: Any = _NO_VALUE
         self.failure: BaseException | None = None
-        self.current: _Step | None = None
 
     async def _hand_over(self, run: Any, step: _Step) -> None:
         """Give ``step`` to the caller and wait until it asks for the next one (or leaves).
@@ -167,7 +166,6 @@ class Stepping:
         sink = run.sink
         if sink is None:  # the reader left: the abort is on its way
             return
-        self.current = step
         try:
             await sink.send(step)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -223,6 +221,7 @@ class Steps:
         self._handle = handle
         self._events = events
         self._stepping = stepping
+        self._current: ModelStep | ToolsStep | None = None
         #: The run's id (what ``agent.abort(run_id)`` takes).
         self.run_id: str = events.run_id
         #: The :class:`~condukt.events.Done` event once the run ended.
@@ -240,11 +239,13 @@ class Steps:
         waiting); leaving the ``async with`` block then aborts the run.
         Raises :class:`~condukt.CallError` if the agent crashed.
         """
-        current = self._stepping.current
+        current = self._current  # the step the caller holds (not one still in the channel)
         if current is not None:
+            self._current = None
             current._release()
         async for event in self._events:
             if isinstance(event, (ModelStep, ToolsStep)):
+                self._current = event
                 return event
             if type(event) is Error:
                 self.error = event
