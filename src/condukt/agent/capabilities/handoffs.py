@@ -209,6 +209,8 @@ class Handoffs(Builtin):
             reason = call.arguments.get("reason")
             prompt = "The conversation was handed over to you" + (f": {reason}" if reason else ".")
         options = child_options(ctx, tool.agent, tool.options)
+        if "load_project_instructions" not in tool.options:  # its own instructions apply, as its class says
+            options["load_project_instructions"] = tool.agent.load_project_instructions
         options["history"] = history
         supervisor = await self._children.supervisor(ctx)
         try:
