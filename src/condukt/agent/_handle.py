@@ -268,6 +268,8 @@ class AgentHandle(Handle):
         )
         refuse_inside_own_run(self, "run()")
         # As submit_run, inlined: a coroutine frame less per run (benchmarks/agent_loop.py).
+        # A cancelled caller starts nothing: an idle agent would start the run
+        # right here (``handle_call_now``), where the mailbox skips a withdrawn call.
         await trio.lowlevel.checkpoint_if_cancelled()
         try:
             return await start_call(self, request, None)  # self.call, a coroutine frame less
