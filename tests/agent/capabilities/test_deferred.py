@@ -152,7 +152,7 @@ async def test_abort_ends_the_wait_and_the_call_no_longer_waits(autojump_clock: 
             await agent.respond("q1", "late")
 
 
-def spec(model: Any, tmp_path: Path, log: list[Event] | None = None) -> condukt.ChildSpec:
+def spec(model: Any, tmp_path: Path, log: list[Event] | None = None, resume: bool = True) -> condukt.ChildSpec:
     return condukt.ChildSpec(
         "agent",
         Recorder,
@@ -162,7 +162,7 @@ def spec(model: Any, tmp_path: Path, log: list[Event] | None = None) -> condukt.
             "cwd": tmp_path,
             "session_store": DiskStore(),
             "id": "painter",
-            "resume": True,
+            "resume": resume,
             "load_project_instructions": False,
             "log": log,
         },
@@ -170,10 +170,11 @@ def spec(model: Any, tmp_path: Path, log: list[Event] | None = None) -> condukt.
     )
 
 
-async def test_ask_user_answered_after_a_node_restart_with_a_disk_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("resume", [True, False])  # a waiting run resumes as one waiting for approval does
+async def test_ask_user_answered_after_a_node_restart_with_a_disk_store(tmp_path: Path, resume: bool) -> None:
     first_model = ScriptedModel([call("ask_user", {"question": "Which colour?"}, id="q1")])
     async with condukt.open_node() as node:
-        await node.start_supervisor([spec(first_model, tmp_path)])
+        await node.start_supervisor([spec(first_model, tmp_path, resume=resume)])
         agent = node.whereis("painter", condukt.AgentHandle)
         assert agent is not None
         await agent.follow_up("paint the fence")  # a run nobody waits for
@@ -182,7 +183,7 @@ async def test_ask_user_answered_after_a_node_restart_with_a_disk_store(tmp_path
     log: Watched[Event] = Watched()
     model = ScriptedModel([reply("Painted it green.")])
     async with condukt.open_node() as node:  # a new node, as after a deploy: the same store directory
-        await node.start_supervisor([spec(model, tmp_path, log)])
+        await node.start_supervisor([spec(model, tmp_path, log, resume=resume)])
         agent = node.whereis("painter", condukt.AgentHandle)
         assert agent is not None
         (pending,) = await wait_inputs(agent)

@@ -26,7 +26,7 @@ class Persistence(Builtin):
     ``clear()``) deletes the snapshot.
 
     The snapshot carries the run in progress (:class:`~condukt.sessions.RunCheckpoint`).
-    On restart it is resumed when it was waiting for approvals, or when the
+    On restart it is resumed when it was waiting for approvals or answers, or when the
     agent has ``resume=True``; otherwise its turn in flight is dropped and
     its completed turns stay in the history. Built in when ``session_store``
     is set.
@@ -56,7 +56,7 @@ class Persistence(Builtin):
             return
         ctx.messages[:] = snapshot.messages
         run = snapshot.run
-        if run is not None and 0 <= run.prompt_index < len(ctx.messages) and (run.approvals or config.resume):
+        if run is not None and 0 <= run.prompt_index < len(ctx.messages) and (run.approvals or run.inputs or config.resume):
             ctx.restored_run = run  # the agent resumes it once started
         elif resumed_turn(ctx.messages) is not None:
             ctx.messages.pop()  # not resumed: the turn in flight goes, as after an abort
