@@ -56,7 +56,8 @@ class Persistence(Builtin):
             return
         ctx.messages[:] = snapshot.messages
         run = snapshot.run
-        if run is not None and 0 <= run.prompt_index < len(ctx.messages) and (run.approvals or run.inputs or config.resume):
+        waiting = run is not None and bool(run.approvals or run.inputs)  # a person's decision or answer
+        if run is not None and 0 <= run.prompt_index < len(ctx.messages) and (waiting or config.resume):
             ctx.restored_run = run  # the agent resumes it once started
         elif resumed_turn(ctx.messages) is not None:
             ctx.messages.pop()  # not resumed: the turn in flight goes, as after an abort
