@@ -18,7 +18,7 @@ built-in (module)           when the agent gets it                       what it
 (:mod:`.resume`)
 ``Scrubbing``               secrets or a ``redactor``                    secret values and patterns never leave
 (:mod:`.scrubbing`)
-``Persistence``             a ``session_store``                          restore at start, save on every change
+``Persistence``             a ``session_store``                          owns the key, restores, saves every change
 (:mod:`.persistence`)
 ``ProjectInstructions``     ``load_project_instructions`` (default)      ``AGENTS.md``, skills in the system prompt
 (:mod:`.instructions`)
@@ -35,6 +35,8 @@ built-in (module)           when the agent gets it                       what it
 (:mod:`.deferred`)          (``AskUser``)                                result
 ``Handoffs``                a ``condukt.handoff(...)`` in the tools      hands the conversation to another agent,
 (:mod:`.handoffs`)                                                       whose answer ends the run
+``ToolJournal``             a store that leases the key (every shipped   each tool call journaled: started, result
+(:mod:`.tool_journal`)      one)
 ``ResumeCheckpoints``       ``resume=True`` with a store                 a checkpoint before a run's first request
 (:mod:`.resume`)
 ``Telemetry``               a telemetry handler attached                 the telemetry contract's events
@@ -63,6 +65,7 @@ from .scrubbing import Scrubbing
 from .structured_output import StructuredOutput
 from .subagents import Subagents
 from .telemetry import Telemetry
+from .tool_journal import ToolJournal
 from .tool_sources import ToolSources
 from .usage_limits import UsageLimitExceeded, UsageLimits
 
@@ -87,6 +90,7 @@ __all__ = [
     "StructuredOutput",
     "Subagents",
     "Telemetry",
+    "ToolJournal",
     "ToolSources",
     "UsageLimitExceeded",
     "UsageLimits",
@@ -120,6 +124,7 @@ ORDER: tuple[type[Builtin] | _Own, ...] = (
     OWN,
     Approvals,  # before Deferred: a deferred call that needs approval is approved before it waits
     Deferred,
+    ToolJournal,  # after Approvals and Deferred: its checkpoint adds the journaled results to those they keep
     Handoffs,  # after the gates that may answer a call first
     ResumeCheckpoints,
     Telemetry,  # last: its timings include the other capabilities' hooks
