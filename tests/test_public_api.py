@@ -21,7 +21,7 @@ TOP_LEVEL = {
     "ExitReason", "ConduktError", "CallError", "CallTimeout", "CallingSelf", "NoProc", "MailboxFull",
     "NameTaken", "TooManyChildren", "ChildNotFound", "ChildRunning", "UnhandledMessage",
     # agents
-    "Agent", "AgentHandle", "Capability", "EventStream", "Subagent", "operation", "run", "run_operation",
+    "Agent", "AgentHandle", "Capability", "EventStream", "Subagent", "handoff", "operation", "run", "run_operation",
     "AgentError", "Aborted", "Busy", "NotRunning", "RunTimeout", "InvalidInput", "InvalidOutput",
     "NoResultSubmitted", "UnknownOperation",
     # tools and models
@@ -35,18 +35,18 @@ TOP_LEVEL = {
 SUBPACKAGES = {
     "condukt.agent": {
         "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentContext", "AgentError", "AgentHandle",
-        "AgentInfo", "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail",
-        "InvalidInput", "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run",
-        "RunInfo", "RunResult", "RunTimeout", "SessionLost", "Subagent", "SubagentSupervisor", "ToolCallInfo",
-        "UnknownApproval",
-        "UnknownOperation", "UsageLimitExceeded", "UsageLimits", "capabilities", "operation", "operations_of",
-        "run", "run_operation",
+        "AgentInfo", "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "HandoffCycle",
+        "HandoffFailed", "InputAlreadyAnswered", "InputGuardrail", "InvalidInput", "InvalidOutput", "ModelStep",
+        "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run", "RunInfo", "RunResult", "RunTimeout",
+        "SessionLost", "StepError", "Steps", "Subagent", "SubagentSupervisor", "ToolCallInfo", "ToolsStep",
+        "UnknownApproval", "UnknownInputRequest", "UnknownOperation", "UsageLimitExceeded", "UsageLimits",
+        "capabilities", "operation", "operations_of", "run", "run_operation",
     },
     "condukt.agent.capabilities": {
-        "BUILTINS", "ORDER", "OWN", "Approvals", "Builtin", "Compaction", "GuardrailTripped", "InputGuardrail",
-        "OutputGuardrail", "Persistence", "ProjectInstructions", "ResumeCheckpoints", "Resumption", "Scrubbing",
-        "StructuredOutput", "Subagents", "Summarizing", "Telemetry", "ToolJournal", "ToolSources",
-        "UsageLimitExceeded", "UsageLimits",
+        "BUILTINS", "ORDER", "OWN", "Approvals", "Builtin", "Compaction", "Deferred", "GuardrailTripped", "Handoff",
+        "Handoffs", "InputGuardrail", "OutputGuardrail", "Persistence", "ProjectInstructions", "ResumeCheckpoints",
+        "Resumption", "Scrubbing", "StructuredOutput", "Subagents", "Summarizing", "Telemetry", "ToolJournal",
+        "ToolSources", "UsageLimitExceeded", "UsageLimits", "handoff",
     },
     "condukt.compaction": {
         "Compactor", "ContextTooLong", "Sliding", "Summarize", "TokenEstimate", "ToolResultPrune", "compact_with",
@@ -55,7 +55,7 @@ SUBPACKAGES = {
     "condukt.instructions": {"INSTRUCTION_FILES", "Skill", "load_project_instructions", "read_skills"},
     "condukt.telemetry": {"Handler", "TelemetryEvent", "attach", "attached", "emit", "enabled"},
     "condukt.tools": {
-        "AGENT_DEFAULT", "DEFAULT_SANDBOX", "Bash", "Command", "Edit", "FunctionTool", "Glob", "Grep", "Isolate", "Read", "Tool",
+        "AGENT_DEFAULT", "DEFAULT_SANDBOX", "AskUser", "Bash", "Command", "DeferredTool", "Edit", "FunctionTool", "Glob", "Grep", "Isolate", "Read", "Tool",
         "ToolContext", "ToolError", "ToolSet", "ToolSource", "ToolSourceContext", "Write", "coding_tools", "read_only_tools", "render_result",
         "resolve_tools", "tool",
     },
@@ -75,7 +75,7 @@ SUBPACKAGES = {
         "registered_providers", "resolve_model", "validate_thinking_level",
     },
     "condukt.asyncio": {
-        "AgentHandle", "DynamicSupervisorHandle", "Handle", "Node", "Stream", "SupervisorHandle", "call", "current_node",
+        "AgentHandle", "DynamicSupervisorHandle", "Handle", "Node", "Steps", "Stream", "SupervisorHandle", "call", "current_node",
         "open_node", "run",
     },
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
@@ -108,7 +108,7 @@ SUBPACKAGES = {
     "condukt.testing.postgres": {"PostgresNotFound", "PostgresServer", "find_binaries"},
     "condukt.sessions": {
         "RUN_STATUSES", "SNAPSHOT_VERSION", "CorruptJournal", "CorruptSnapshot", "DiskStore", "Lease", "LeaseReleased",
-        "LeasingStore", "MemoryStore", "PendingApproval", "PostgresStore", "RunCheckpoint", "RunLog", "SQLiteStore",
+        "LeasingStore", "MemoryStore", "PendingApproval", "PendingInput", "PostgresStore", "RunCheckpoint", "RunLog", "SQLiteStore",
         "SessionOwned", "SessionStore", "Snapshot", "SnapshotError", "StoreNotBound", "StoreUnavailable",
         "UnsupportedSchema", "UnsupportedSnapshotVersion", "decode", "encode",
     },

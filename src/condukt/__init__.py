@@ -49,6 +49,7 @@ from .agent import (
     run,
     run_operation,
 )
+from .agent.capabilities.handoffs import handoff
 from .otp import (
     NO_REPLY,
     Caller,
@@ -149,6 +150,7 @@ __all__ = [
     "telemetry",
     "testing",
     "tool",
+    "handoff",
     "tools",
 ]
 

@@ -18,6 +18,9 @@ __all__ = [
     "Done",
     "Error",
     "Event",
+    "HandedOff",
+    "InputReceived",
+    "InputRequested",
     "MaxTurnsReached",
     "PartialOutput",
     "Retry",
@@ -212,6 +215,46 @@ class ApprovalDecided:
 
 @final
 @attrs.frozen
+class InputRequested:
+    """A deferred tool's call waits for its result from outside: ``agent.respond(call_id, value)``.
+
+    ``question`` is what to show whoever answers (:class:`condukt.tools.AskUser`:
+    the model's question); ``tool`` the deferred tool's name and
+    ``arguments`` its call's arguments, scrubbed like every event. See
+    ``docs/deferred-tools.md``.
+    """
+
+    call_id: str
+    question: str
+    tool: str = "ask_user"
+    arguments: Any = None
+
+
+@final
+@attrs.frozen
+class InputReceived:
+    """A waiting deferred call got its answer (``agent.respond``); the run goes on."""
+
+    call_id: str
+    tool: str
+
+
+@final
+@attrs.frozen
+class HandedOff:
+    """The run handed the conversation to another agent (``condukt.handoff``): ``target`` (its tool's name) now answers.
+
+    ``agent_id`` is the target agent's session id; its events follow as
+    :class:`SubagentEvent` s whose ``role`` is ``target``, and its answer ends the run.
+    """
+
+    call_id: str
+    target: str
+    agent_id: str
+
+
+@final
+@attrs.frozen
 class TurnEnd:
     """A turn (model response and its tool calls) completed."""
 
@@ -298,6 +341,9 @@ Event = Union[
     ToolProgress,
     ApprovalRequested,
     ApprovalDecided,
+    InputRequested,
+    InputReceived,
+    HandedOff,
     TurnEnd,
     Retry,
     MaxTurnsReached,

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 import condukt
+from condukt.messages import AssistantMessage, TextBlock, UserMessage
 from condukt.testing import ScriptedModel, call, reply
 
 from .helpers import Add, Sleep
@@ -187,3 +189,17 @@ async def test_bad_child_spec_options_fail_the_supervisor_start() -> None:
                     )
                 ]
             )
+
+
+async def test_history_is_the_conversation_an_agent_starts_with(autojump_clock: trio.abc.Clock) -> None:
+    earlier = [UserMessage((TextBlock("my name is Ada"),)), AssistantMessage((TextBlock("Hello Ada"),))]
+    model = ScriptedModel([reply("You are Ada.")])
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=model, history=earlier, load_project_instructions=False)
+        assert await agent.history() == tuple(earlier)
+        assert await agent.run("who am I?") == "You are Ada."
+        with pytest.raises(TypeError, match="history"):
+            await node.spawn(condukt.Agent, model=model, history="my name is Ada")
+        with pytest.raises(TypeError, match="history"):
+            await node.spawn(condukt.Agent, model=model, history=[{"role": "user"}])
+    assert [m.text for m in model.requests[0].messages] == ["my name is Ada", "Hello Ada", "who am I?"]

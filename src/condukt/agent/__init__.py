@@ -22,6 +22,9 @@ from ._errors import (
     Aborted,
     AgentError,
     Busy,
+    HandoffCycle,
+    HandoffFailed,
+    InputAlreadyAnswered,
     InvalidInput,
     InvalidOutput,
     NoResultSubmitted,
@@ -29,6 +32,7 @@ from ._errors import (
     RunTimeout,
     SessionLost,
     UnknownApproval,
+    UnknownInputRequest,
     UnknownOperation,
 )
 from ._handle import STREAM_BUFFER, AgentHandle, EventStream
@@ -37,6 +41,7 @@ from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
 from ._result import RunResult
 from ._run import Run
+from ._stepping import ModelStep, StepError, Steps, ToolsStep
 from .capabilities.guardrails import GuardrailTripped, InputGuardrail, OutputGuardrail
 from .capabilities.subagents import Subagent, SubagentSupervisor
 from .capabilities.usage_limits import UsageLimitExceeded, UsageLimits
@@ -56,9 +61,13 @@ __all__ = [
     "Capability",
     "EventStream",
     "GuardrailTripped",
+    "HandoffCycle",
+    "HandoffFailed",
+    "InputAlreadyAnswered",
     "InputGuardrail",
     "InvalidInput",
     "InvalidOutput",
+    "ModelStep",
     "NoResultSubmitted",
     "NotRunning",
     "Operation",
@@ -68,10 +77,14 @@ __all__ = [
     "RunResult",
     "RunTimeout",
     "SessionLost",
+    "StepError",
+    "Steps",
     "Subagent",
     "SubagentSupervisor",
     "ToolCallInfo",
+    "ToolsStep",
     "UnknownApproval",
+    "UnknownInputRequest",
     "UnknownOperation",
     "UsageLimitExceeded",
     "UsageLimits",

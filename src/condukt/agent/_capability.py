@@ -73,6 +73,8 @@ class Capability:
     result, error, duration)``  exception if the tool crashed or was cancelled.
     ``after_turn(run, m)``      a turn (response ``m`` and its tool results) is in the history:
                                 return True to end the run now; raise an AgentError to fail it.
+    ``between_turns(run, m)``   async, after ``after_turn``, in the run: may wait (a caller stepping
+                                through the run, ``agent.iter()``), steer; return True to end the run.
     ``finish(run, value)``      the run succeeded with ``value`` (the final text, or what an earlier
                                 hook made of it): return the run's result.
     ``review_result(run,        async, after ``finish``: return the result (or a replacement);
@@ -177,6 +179,16 @@ class Capability:
 
     def after_turn(self, run: Run, message: AssistantMessage) -> bool:
         """True ends the run after this turn; raising an AgentError fails it."""
+        return False
+
+    async def between_turns(self, run: Run, message: AssistantMessage) -> bool:
+        """After a turn (``message`` and its tool results are in the history) and its ``after_turn`` hooks.
+
+        It may wait: the next request (or the run's end) waits for it. A
+        steer given meanwhile is taken before the next request. True ends
+        the run after this turn (as ``after_turn`` may). Runs inside the run:
+        an abort or the run's timeout cancels it.
+        """
         return False
 
     def finish(self, run: Run, value: Any) -> Any:
@@ -286,6 +298,7 @@ HOOKS = (
     "tool_started",
     "tool_finished",
     "after_turn",
+    "between_turns",
     "finish",
     "review_result",
     "after_run",
@@ -323,6 +336,7 @@ class Hooks:
     tool_started: tuple[Any, ...]
     tool_finished: tuple[Any, ...]
     after_turn: tuple[Any, ...]
+    between_turns: tuple[Any, ...]
     finish: tuple[Any, ...]
     review_result: tuple[Any, ...]
     after_run: tuple[Any, ...]

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from ..providers import Model, ModelSettings, ThinkingLevel, resolve_model, validate_thinking_level
 from ..providers.lowlevel import model_settings
 from ..redaction import Redactor
@@ -98,6 +99,17 @@ def _key(name: str) -> Callable[[Any], str | None]:
     return check
 
 
+def _history(value: Any) -> tuple[Message, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise TypeError(f"history must be a list of messages, got {type(value).__name__}")
+    for message in value:
+        if type(message) not in (UserMessage, AssistantMessage, ToolResultMessage):
+            raise TypeError(f"history must hold condukt.messages messages, got {message!r}")
+    return tuple(value)
+
+
 #: How each start option is checked and normalised, by name. A check raises
 #: ``TypeError``/``ValueError`` naming the option.
 _CHECKS: dict[str, Callable[[Any], Any]] = {
@@ -132,6 +144,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "subagents": lambda v: check_mapping("subagents", v),
     "secrets": lambda v: check_mapping("secrets", v),
     "inherited_secrets": lambda v: dict(check_mapping("inherited_secrets", v) or {}),
+    "history": _history,
 }
 
 #: Start options the Agent itself understands; anything else must be
@@ -210,6 +223,8 @@ class AgentConfig:
     subagents: Mapping[str, Any] | None = attrs.field(repr=False)
     secrets: Mapping[str, Any] | None = attrs.field(repr=False)
     inherited_secrets: Mapping[str, str] = attrs.field(repr=False)
+    #: The conversation to start with (``history=``) when no session store restores one, or None.
+    history: tuple[Message, ...] | None = attrs.field(repr=False)
     #: The start options as given (for ``init`` and operations).
     options: Mapping[str, Any] = attrs.field(repr=False)
 

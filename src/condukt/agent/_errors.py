@@ -8,6 +8,9 @@ __all__ = [
     "Aborted",
     "AgentError",
     "Busy",
+    "HandoffCycle",
+    "HandoffFailed",
+    "InputAlreadyAnswered",
     "InvalidInput",
     "InvalidOutput",
     "NoResultSubmitted",
@@ -15,6 +18,7 @@ __all__ = [
     "RunTimeout",
     "SessionLost",
     "UnknownApproval",
+    "UnknownInputRequest",
     "UnknownOperation",
 ]
 
@@ -100,3 +104,50 @@ class SessionLost(AgentError):
         self.owner = owner
         self.node = node
         super().__init__(f"session {key!r:.200} was taken over by another owner: this agent writes nothing more")
+
+
+class UnknownInputRequest(AgentError, LookupError):
+    """No deferred tool call with that id waits for an answer (``agent.respond``): never asked, or not this agent's.
+
+    Nothing changes: the agent and its runs go on.
+    """
+
+    def __init__(self, call_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"no tool call {call_id!r} is waiting for an answer")
+        #: The call id asked about.
+        self.call_id = call_id
+
+
+class InputAlreadyAnswered(UnknownInputRequest):
+    """The deferred tool call with that id was answered already; the first answer stands."""
+
+    def __init__(self, call_id: str) -> None:
+        super().__init__(call_id, f"tool call {call_id!r} was already answered")
+
+
+class HandoffFailed(AgentError):
+    """The agent a run handed off to (``condukt.handoff``) crashed or its run failed; the run fails with this.
+
+    ``target`` names the handoff; ``reason`` is the target's exit reason or
+    the exception its run failed with. The handing-off agent survives, its
+    history keeping the turns before the handoff.
+    """
+
+    def __init__(self, target: str, reason: object, message: str) -> None:
+        super().__init__(message)
+        #: The handoff's name (its tool's name).
+        self.target = target
+        #: The target's exit reason, or its run's exception.
+        self.reason = reason
+
+
+class HandoffCycle(AgentError):
+    """A handoff would hand the conversation back to an agent class already in the chain, or exceed ``max_handoffs``.
+
+    ``chain`` holds the agent classes' names in handoff order, the refused target last.
+    """
+
+    def __init__(self, chain: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        #: The agent classes handed through, the refused target last.
+        self.chain = chain

@@ -19,6 +19,7 @@ from ..providers import ModelSettings
 from ..providers.lowlevel import model_settings as check_model_settings
 from ..schema import Schema
 from ..tools.read import IMAGE_TYPES
+from ._errors import Aborted
 from ._info import AgentInfo
 from ._input import render_input
 from ._operations import run_operation
@@ -31,18 +32,21 @@ from ._requests import (
     FollowUp,
     GetApprovals,
     GetHistory,
+    GetInputs,
     GetLastResult,
+    Respond,
     RunRequest,
     Steer,
 )
 from ._result import RunResult
 from ._server import AgentStatus, status_of
+from ._stepping import Stepping, Steps
 from ._validate import check_callable, check_count, check_seconds, check_str
 
 if TYPE_CHECKING:
-    from ..sessions import PendingApproval
+    from ..sessions import PendingApproval, PendingInput
 
-__all__ = ["STREAM_BUFFER", "AgentHandle", "EventStream", "refuse_inside_own_run", "run_request"]
+__all__ = ["STREAM_BUFFER", "AgentHandle", "EventStream", "refuse_inside_own_run", "run_request", "submit_run"]
 
 #: Events buffered between a streaming run and its reader; a slower reader
 #: holds the run back rather than letting memory grow.
@@ -263,6 +267,7 @@ class AgentHandle(Handle):
             prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents, model_settings
         )
         refuse_inside_own_run(self, "run()")
+        # As submit_run, inlined: a coroutine frame less per run (benchmarks/agent_loop.py).
         # A cancelled caller starts nothing: an idle agent would start the run
         # right here (``handle_call_now``), where the mailbox skips a withdrawn call.
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -309,6 +314,50 @@ class AgentHandle(Handle):
         )
         refuse_inside_own_run(self, "stream()")
         return _StreamContext(self, request)
+
+    def iter(
+        self,
+        prompt: str,
+        *,
+        timeout: float | None = 300,
+        max_turns: int | None = None,
+        images: Iterable[ImageBlock | str | os.PathLike[str]] | None = None,
+        output: Any = None,
+        input: Any = None,
+        input_schema: Any = None,
+        documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
+    ) -> _StepsContext:
+        """Run ``prompt`` one step at a time, the caller deciding when the run goes on.
+
+        ::
+
+            async with agent.iter("Tidy the repo") as steps:
+                async for step in steps:
+                    if isinstance(step, ModelStep) and step.tool_calls:
+                        step.replace_tool_calls([c for c in step.tool_calls if c.name != "bash"])
+                answer = steps.result
+
+        One step per model response (a :class:`~condukt.agent.ModelStep`,
+        before its tool calls run: they may be edited, see
+        :meth:`~condukt.agent.ModelStep.replace_tool_calls`) and one per
+        batch of tool results (a :class:`~condukt.agent.ToolsStep`, the turn
+        complete in the history). The run waits at each step until the
+        caller asks for the next one; that time counts against ``timeout``.
+        ``steps.steer(text)`` adds a user message before the next request.
+        Leaving the block early (``break``, an exception, cancellation)
+        aborts the run: the history keeps the completed turns only (a step's
+        response whose calls never ran is dropped) and ``steps.result``
+        raises :class:`Aborted`. When the iteration ends, ``steps.result``
+        is the run's result (what :meth:`run` returns) or raises what
+        :meth:`run` would have raised. Arguments and the errors on entry
+        are those of :meth:`stream`.
+        """
+        request = run_request(
+            prompt, timeout, max_turns, images, output, input, input_schema, None, documents, model_settings
+        )
+        refuse_inside_own_run(self, "iter()")
+        return _StepsContext(self, request)
 
     async def abort(self, run_id: str | None = None) -> bool:
         """Stop a run for real and wait until it has stopped; whether it stopped the run meant.
@@ -412,6 +461,36 @@ class AgentHandle(Handle):
         )
         return result
 
+    async def respond(self, call_id: str, value: Any, *, timeout: float | None = 5.0) -> None:
+        """Give the waiting deferred tool call ``call_id`` (from :class:`~condukt.events.InputRequested`) its result.
+
+        ``value`` (a str, or JSON data) becomes the call's result, as the
+        tool's ``result(value)`` makes it (:class:`~condukt.tools.AskUser`:
+        the answer's text), scrubbed like every text bound for the model;
+        the waiting run goes on. Returns once the agent has the answer; a
+        restored call (after a restart) may be answered before the resumed
+        run reaches it. Raises :class:`InputAlreadyAnswered` for a call
+        answered before (the first answer stands),
+        :class:`UnknownInputRequest` for an id no call of this agent waits
+        with, ``TypeError`` for a non-str id,
+        :class:`~condukt.CallTimeout` after ``timeout``. Safe from any
+        task, including a tool of the same agent. Cancelling the caller
+        withdraws the answer if the agent had not read it yet.
+        """
+        check_str("call_id", call_id, optional=False)
+        await self.call(Respond(call_id, value), timeout=check_seconds("timeout", timeout))
+
+    async def pending_inputs(self, *, timeout: float | None = 5.0) -> tuple[PendingInput, ...]:
+        """The deferred tool calls waiting for :meth:`respond`, oldest first.
+
+        Each is a :class:`~condukt.sessions.PendingInput` (call id, tool,
+        question, scrubbed arguments, run id, request time). Answered at
+        once, also during a run. Raises :class:`~condukt.CallTimeout` after
+        ``timeout``. Cancelling the caller only stops the wait.
+        """
+        result: tuple[PendingInput, ...] = await self.call(GetInputs(), timeout=check_seconds("timeout", timeout))
+        return result
+
     async def last_result(self, *, timeout: float | None = 5.0) -> RunResult | None:
         """How the last run that ended, ended (a :class:`RunResult`), or None if none has.
 
@@ -459,6 +538,24 @@ class AgentHandle(Handle):
         refuse_inside_own_run(self, "compact()")
         result: int = await self.call(Compact(), timeout=timeout)
         return result
+
+
+async def submit_run(handle: AgentHandle, request: RunRequest) -> Any:
+    """What :meth:`AgentHandle.run` does with its checked ``request``: send it, wait for the answer.
+
+    For capabilities that start runs with run-scoped capabilities of their
+    own (``request.capabilities``: a handoff's). Cancelling the caller
+    aborts the run (or takes it out of the queue).
+    """
+    # A cancelled caller starts nothing: an idle agent would start the run
+    # right here (``handle_call_now``), where the mailbox skips a withdrawn call.
+    await trio.lowlevel.checkpoint_if_cancelled()
+    try:
+        return await start_call(handle, request, None)  # handle.call, a coroutine frame less
+    except trio.Cancelled:
+        # Whoever wanted the answer is gone: do not leave the run going.
+        send_system(handle, CancelRun(request))
+        raise
 
 
 def refuse_inside_own_run(handle: AgentHandle, what: str) -> None:
@@ -510,6 +607,32 @@ class EventStream:
         elif type(event) is Done:
             self.done = event
         return event
+
+
+class _StepsContext:
+    """``agent.iter()``: a stream whose run carries a :class:`Stepping` capability."""
+
+    def __init__(self, handle: AgentHandle, request: RunRequest) -> None:
+        self._stepping = Stepping()
+        request.capabilities = (*request.capabilities, self._stepping)
+        self._stream = _StreamContext(handle, request)
+        self._handle = handle
+
+    async def __aenter__(self) -> Steps:
+        events = await self._stream.__aenter__()
+        return Steps(self._handle, events, self._stepping)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stream.__aexit__(exc_type, exc, tb)
+        stepping = self._stepping
+        if stepping.failure is None and not stepping.ended():
+            # Left before the run started (it was queued): it never runs, and never settles.
+            stepping.failure = Aborted("run aborted")
 
 
 class _StreamContext:

@@ -117,6 +117,8 @@ async def run_turns(run: Run) -> tuple[Any, BaseException | None]:
                     stop = False
                     for after in hooks.after_turn:  # every hook sees the turn, even after one said stop
                         stop = after(run, response) or stop
+                    for between in hooks.between_turns:
+                        stop = await between(run, response) or stop
                     if stop:
                         break
                     if not called:

@@ -86,7 +86,11 @@ def once_resolved(ctx: AgentContext, lineup: Lineup) -> bool:
 
 
 def run_hooks(run: Run, lineup: Lineup, hooks: Hooks) -> Hooks:
-    """The hooks for ``run``: the agent's ``hooks``, or, when built-ins join for this run, all in order."""
+    """The hooks for ``run``: the agent's ``hooks``, or, when built-ins or the run's own join, all in order.
+
+    The run's own capabilities (``RunRequest.capabilities``) take the place
+    of ``OWN``, after the agent's own.
+    """
     ctx = run.context
     joined: list[tuple[int, Capability]] | None = None
     for place, build in _FOR_RUN:
@@ -95,6 +99,9 @@ def run_hooks(run: Run, lineup: Lineup, hooks: Hooks) -> Hooks:
             if joined is None:
                 joined = []
             joined.append((place, capability))
+    own = run.request.capabilities  # the run's own (``capabilities=`` of run/stream/iter): after the agent's
+    if own:
+        joined = [*(joined or ()), *((_OWN, capability) for capability in own)]
     if joined is None:
         return hooks
     merged = Lineup()

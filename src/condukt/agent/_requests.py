@@ -15,7 +15,7 @@ import trio
 
 from ..messages import DocumentBlock, ImageBlock
 from ..schema import Schema
-from ._errors import UnknownApproval
+from ._errors import UnknownApproval, UnknownInputRequest
 
 __all__ = [
     "AbortRun",
@@ -25,8 +25,10 @@ __all__ = [
     "Decide",
     "FollowUp",
     "GetApprovals",
+    "GetInputs",
     "GetHistory",
     "GetLastResult",
+    "Respond",
     "Routed",
     "RunRequest",
     "Steer",
@@ -52,6 +54,8 @@ class RunRequest:
     on_event: Any = None
     #: The run's :class:`~condukt.ModelSettings` (over the agent's), or ``None``.
     model_settings: Any = None
+    #: Capabilities of this run only (``capabilities=``), hooked in after the agent's own.
+    capabilities: tuple[Any, ...] = ()
 
 
 @final
@@ -140,6 +144,29 @@ class Decide(Routed):
 @attrs.frozen
 class GetApprovals(Routed):
     """Ask for the tool calls waiting for approval (the approvals capability answers)."""
+
+    def unanswered(self) -> Any:
+        """Nothing waits."""
+        return ()
+
+
+@final
+@attrs.frozen
+class Respond(Routed):
+    """Answer a deferred tool call waiting for its result (the deferred capability answers)."""
+
+    call_id: str
+    value: Any
+
+    def unanswered(self) -> Any:
+        """No agent without deferred tools has a call waiting."""
+        raise UnknownInputRequest(self.call_id)
+
+
+@final
+@attrs.frozen
+class GetInputs(Routed):
+    """Ask for the deferred tool calls waiting for an answer (the deferred capability answers)."""
 
     def unanswered(self) -> Any:
         """Nothing waits."""

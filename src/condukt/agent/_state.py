@@ -101,6 +101,8 @@ class AgentState(Lineup):
         ctx.secrets = secrets
         ctx.secret_env = MappingProxyType(secrets.env) if secrets.names() else NO_ENV
         ctx.declared_tools = config.tools if config.tools is not None else agent.tools()
+        if config.history:  # before setup: a store that restores a conversation replaces it
+            ctx.messages = list(config.history)
         at_start(ctx, config.capabilities if config.capabilities is not None else agent.capabilities(), self)
         set_up: list[Capability] = []
         try:

@@ -59,7 +59,7 @@ Where things are: ``_guest`` (the guest-mode runner: one trio guest run
 per loop, the calls into it), ``_thread`` (the thread-backed host),
 ``_translate`` (proxies and trio objects, both ways), ``_methods`` (trio
 methods as typed asyncio awaitables), ``_handles``, ``_supervisors`` and
-``_node`` (the proxies), ``_stream`` (streams), ``_open_node``
+``_node`` (the proxies), ``_stream`` (streams), ``_steps`` (``iter``'s steps), ``_open_node``
 (``open_node``, ``current_node``) and ``_calls`` (``run``, ``call``).
 """
 
@@ -69,6 +69,7 @@ from ._calls import call, run
 from ._handles import AgentHandle, Handle
 from ._node import Node
 from ._open_node import current_node, open_node
+from ._steps import Steps
 from ._stream import Stream
 from ._supervisors import DynamicSupervisorHandle, SupervisorHandle
 
@@ -77,6 +78,7 @@ __all__ = [
     "DynamicSupervisorHandle",
     "Handle",
     "Node",
+    "Steps",
     "Stream",
     "SupervisorHandle",
     "call",

@@ -17,7 +17,7 @@ from .. import otp
 from ..agent.lowlevel import start_run
 from ._guest import Call
 from ._methods import Begin, Proxy, method, sync_method
-from ._stream import Stream, stream_method
+from ._stream import Stream, steps_method, stream_method
 
 __all__ = ["AH_co", "AgentHandle", "H_co", "Handle"]
 
@@ -164,6 +164,7 @@ class AgentHandle(Handle[AH_co], stands_for=agent_layer.AgentHandle):
     info = sync_method(agent_layer.AgentHandle.info)
     run = method(agent_layer.AgentHandle.run, begin=_start_run_begin)
     stream = stream_method(agent_layer.AgentHandle.stream)
+    iter = steps_method(agent_layer.AgentHandle.iter)
     abort = method(agent_layer.AgentHandle.abort)
     steer = method(agent_layer.AgentHandle.steer)
     follow_up = method(agent_layer.AgentHandle.follow_up)
@@ -171,6 +172,8 @@ class AgentHandle(Handle[AH_co], stands_for=agent_layer.AgentHandle):
     approve = method(agent_layer.AgentHandle.approve)
     deny = method(agent_layer.AgentHandle.deny)
     pending_approvals = method(agent_layer.AgentHandle.pending_approvals)
+    respond = method(agent_layer.AgentHandle.respond)
+    pending_inputs = method(agent_layer.AgentHandle.pending_inputs)
     last_result = method(agent_layer.AgentHandle.last_result)
     history = method(agent_layer.AgentHandle.history)
     clear = method(agent_layer.AgentHandle.clear)

@@ -22,11 +22,12 @@ import trio
 from .. import asyncio as package
 from ..events import Done, Error, Event
 from ._guest import Guest, set_exception, set_result
+from ._steps import Steps
 
 if TYPE_CHECKING:
     from ._translate import ProxyBase
 
-__all__ = ["Stream", "StreamMethod", "stream_method"]
+__all__ = ["Stream", "StreamMethod", "steps_method", "stream_method"]
 
 P = ParamSpec("P")
 
@@ -204,22 +205,25 @@ class Stream:
 
 
 class StreamMethod(Generic[P]):
-    """A trio ``stream`` method on a proxy class: its parameters, returning a :class:`Stream`."""
+    """A trio ``stream`` (or ``iter``) method on a proxy class: its parameters, returning a :class:`Stream`
+    (or what ``factory`` makes: :class:`~condukt.asyncio.Steps` for ``iter``)."""
 
-    __slots__ = ("unbound",)
+    __slots__ = ("factory", "name", "unbound")
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        def unbound(proxy: Any, /, *args: Any, **kwargs: Any) -> Stream:
-            stream: Stream = proxy.stream(*args, **kwargs)
-            return stream
+    def __init__(self, fn: Callable[..., Any], factory: Callable[..., Any] = Stream, note: str | None = None) -> None:
+        name = self.name = fn.__name__
+        self.factory = factory
+
+        def unbound(proxy: Any, /, *args: Any, **kwargs: Any) -> Any:
+            return getattr(proxy, name)(*args, **kwargs)
 
         functools.update_wrapper(unbound, fn)
-        unbound.__doc__ = (inspect.getdoc(fn) or "") + _STREAM_NOTE
+        unbound.__doc__ = (inspect.getdoc(fn) or "") + (_STREAM_NOTE if note is None else note)
         self.unbound = unbound
 
     def __set_name__(self, owner: type, name: str) -> None:
-        if name != "stream":
-            raise TypeError(f"{owner.__qualname__}.{name}: stream_method() makes ``stream``")
+        if name != self.name:
+            raise TypeError(f"{owner.__qualname__}.{name}: this stream_method() makes ``{self.name}``")
         self.unbound.__module__ = owner.__module__
         self.unbound.__qualname__ = f"{owner.__qualname__}.{name}"
 
@@ -232,19 +236,24 @@ class StreamMethod(Generic[P]):
     def __get__(self, proxy: ProxyBase | None, owner: type[Any]) -> Any:
         if proxy is None:
             return self.unbound
-        guest, inner = proxy._guest, proxy._inner
+        guest, inner, factory = proxy._guest, proxy._inner, self.factory
 
         @functools.wraps(self.unbound)
-        def stream(*args: Any, **kwargs: Any) -> Stream:
-            return Stream(guest, inner, args, kwargs)
+        def make(*args: Any, **kwargs: Any) -> Any:
+            return factory(guest, inner, args, kwargs)
 
-        proxy.__dict__["stream"] = stream  # later look-ups skip the descriptor
-        return stream
+        proxy.__dict__[self.name] = make  # later look-ups skip the descriptor
+        return make
 
 
 def stream_method(fn: Callable[Concatenate[Any, P], Any]) -> StreamMethod[P]:
     """The trio method ``fn`` (an agent handle's ``stream``) on a proxy class: ``stream = stream_method(...)``."""
     return StreamMethod[P](fn)
+
+
+def steps_method(fn: Callable[Concatenate[Any, P], Any]) -> StreamMethod[P]:
+    """The trio method ``fn`` (an agent handle's ``iter``) on a proxy class: ``iter = steps_method(...)``."""
+    return StreamMethod[P](fn, Steps, _STEPS_NOTE)
 
 
 _STREAM_NOTE = """
@@ -254,6 +263,14 @@ events``, then ``async for event in events``, a :class:`Stream`. Leaving
 the block early, or cancelling the task reading it, aborts the run, as on
 trio; it holds up to ``condukt.asyncio.STREAM_BUFFER`` events for the
 asyncio side, then the run waits for the reader."""
+
+
+_STEPS_NOTE = """
+
+From asyncio (:mod:`condukt.asyncio`): ``async with agent.iter(...) as
+steps``, then ``async for step in steps``, a :class:`Steps`: nothing is read
+ahead, so the run waits at each step as on trio. Leaving the block early,
+or cancelling the task reading it, aborts the run."""
 
 
 class _Raise:

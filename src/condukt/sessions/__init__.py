@@ -33,7 +33,7 @@ from ._errors import (
     UnsupportedSchema,
     UnsupportedSnapshotVersion,
 )
-from ._snapshot import SNAPSHOT_VERSION, PendingApproval, RunCheckpoint, Snapshot, decode, encode
+from ._snapshot import SNAPSHOT_VERSION, PendingApproval, PendingInput, RunCheckpoint, Snapshot, decode, encode
 from ._store import LeasingStore, SessionStore
 from .disk import DiskStore
 from .memory import MemoryStore
@@ -53,6 +53,7 @@ __all__ = [
     "LeasingStore",
     "MemoryStore",
     "PendingApproval",
+    "PendingInput",
     "PostgresStore",
     "RunCheckpoint",
     "RunLog",

@@ -44,6 +44,7 @@ __all__ = [
     "MIGRATIONS",
     "SNAPSHOT_VERSION",
     "PendingApproval",
+    "PendingInput",
     "RunCheckpoint",
     "Snapshot",
     "decode",
@@ -76,6 +77,27 @@ class PendingApproval:
     expires_at: float | None = None
 
 
+@attrs.frozen
+class PendingInput:
+    """A deferred tool's call waiting for its result from outside (``agent.respond``).
+
+    ``question`` is what to show whoever answers; ``arguments`` are the
+    call's arguments, scrubbed (the call itself is in the history).
+    ``requested_at`` is in unix seconds; ``run_id`` is the waiting run.
+    """
+
+    call_id: str
+    tool: str
+    question: str
+    arguments: Any = None
+    run_id: str = ""
+    requested_at: float = 0.0
+
+
+def _inputs(inputs: Iterable[PendingInput]) -> tuple[PendingInput, ...]:
+    return tuple(inputs)
+
+
 def _results(results: Iterable[ToolResultMessage]) -> tuple[ToolResultMessage, ...]:
     return tuple(results)
 
@@ -97,7 +119,8 @@ class RunCheckpoint:
     flight included). When the history
     ends with an assistant message that called tools (the turn in flight),
     ``results`` holds the results of those calls that had ended and
-    ``approvals`` the calls still waiting for a decision. ``started`` holds
+    ``approvals`` the calls still waiting for a decision, ``inputs`` the
+    deferred calls still waiting for their result. ``started`` holds
     the ids of the calls of that turn that were journaled as started
     (:meth:`Lease.tool_started <condukt.sessions.Lease.tool_started>`) and
     have no result in ``results``: calls that may or may not have taken
@@ -110,6 +133,8 @@ class RunCheckpoint:
     results: tuple[ToolResultMessage, ...] = attrs.field(default=(), converter=_results)
     approvals: tuple[PendingApproval, ...] = attrs.field(default=(), converter=_approvals)
     started: tuple[str, ...] = attrs.field(default=(), converter=_ids)
+    #: Deferred calls still waiting for ``agent.respond`` (an optional field: a document without it has none).
+    inputs: tuple[PendingInput, ...] = attrs.field(default=(), converter=_inputs)
 
 
 def _as_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:

@@ -17,6 +17,7 @@ from ._source import ToolSet, ToolSource, ToolSourceContext
 from ._tool import AGENT_DEFAULT, DEFAULT_SANDBOX, Tool, ToolContext, ToolError, render_result, resolve_tools
 from .bash import Bash
 from .command import Command
+from .deferred import AskUser, DeferredTool
 from .edit import Edit
 from .glob import Glob
 from .grep import Grep
@@ -26,8 +27,10 @@ from .write import Write
 __all__ = [
     "AGENT_DEFAULT",
     "DEFAULT_SANDBOX",
+    "AskUser",
     "Bash",
     "Command",
+    "DeferredTool",
     "Edit",
     "FunctionTool",
     "Glob",

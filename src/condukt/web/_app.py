@@ -23,12 +23,14 @@ from ..agent import (
     Aborted,
     BoundOperation,
     Busy,
+    InputAlreadyAnswered,
     InvalidInput,
     InvalidOutput,
     NoResultSubmitted,
     NotRunning,
     RunTimeout,
     UnknownApproval,
+    UnknownInputRequest,
 )
 from ..lifespan import open_app_node
 from ..messages import Message
@@ -248,6 +250,32 @@ class Endpoint:
             raise HTTPError(404, "UnknownApproval", str(exc)) from None
         return JSONResponse({"session": session_id, "call_id": call_id, "approved": body["approve"]})
 
+    async def inputs(self, request: Request) -> Response:
+        """``GET /sessions/{id}/inputs``: the deferred tool calls (``ask_user``...) waiting, oldest first."""
+        session_id, agent = await self.session(request)
+        pending = await agent.pending_inputs()
+        return JSONResponse({"session": session_id, "inputs": [serialization.unstructure(p) for p in pending]})
+
+    async def respond(self, request: Request) -> Response:
+        """``POST /sessions/{id}/inputs/{call_id}`` ``{"value": ...}``: answer a waiting deferred tool call.
+
+        404 ``UnknownInputRequest`` when no call waits with that id, 409
+        ``InputAlreadyAnswered`` when it was answered before (the first answer stands).
+        """
+        body = await self.read_json(request)
+        errors = _RESPOND_REQUEST.errors(body)
+        if errors:
+            raise HTTPError(422, "InvalidRequest", "the body does not match the respond schema", errors=errors)
+        session_id, agent = await self.session(request)
+        call_id = request.path_params["call_id"]
+        try:
+            await agent.respond(call_id, body["value"])
+        except InputAlreadyAnswered as exc:
+            raise HTTPError(409, "InputAlreadyAnswered", str(exc)) from None
+        except UnknownInputRequest as exc:
+            raise HTTPError(404, "UnknownInputRequest", str(exc)) from None
+        return JSONResponse({"session": session_id, "call_id": call_id, "answered": True})
+
     async def delete(self, request: Request) -> Response:
         """``DELETE /sessions/{id}``."""
         await self.node_of()
@@ -354,6 +382,15 @@ _STEER_REQUEST = Schema.of(
         "type": "object",
         "properties": {"message": {"type": "string", "minLength": 1}},
         "required": ["message"],
+        "additionalProperties": False,
+    }
+)
+
+_RESPOND_REQUEST = Schema.of(
+    {
+        "type": "object",
+        "properties": {"value": {"description": "The answer: text, or any JSON value the deferred tool takes"}},
+        "required": ["value"],
         "additionalProperties": False,
     }
 )
@@ -529,6 +566,8 @@ def session_routes(endpoint: Endpoint) -> list[Route]:
         Route("/sessions/{id}/history", g(endpoint.history), methods=["GET"]),
         Route("/sessions/{id}/approvals", g(endpoint.approvals), methods=["GET"]),
         Route("/sessions/{id}/approvals/{call_id}", g(endpoint.decide), methods=["POST"]),
+        Route("/sessions/{id}/inputs", g(endpoint.inputs), methods=["GET"]),
+        Route("/sessions/{id}/inputs/{call_id}", g(endpoint.respond), methods=["POST"]),
         Route("/sessions/{id}", g(endpoint.delete), methods=["DELETE"]),
     ]
 

@@ -23,7 +23,7 @@ from typing import Any, Union
 import attrs
 
 from ..messages import Usage
-from ..sessions import PendingApproval
+from ..sessions import PendingApproval, PendingInput
 
 __all__ = ["ERRORS", "SESSION_PATHS", "Operation", "attrs_schema", "openapi"]
 
@@ -103,6 +103,13 @@ SESSION_PATHS: list[tuple[Any, ...]] = [
      _closed({"approve": _BOOL, "reason": _STR}, required=["approve"]),
      _closed({"session": _STR, "call_id": _STR, "approved": _BOOL}),
      {404: "No such session, or no tool call waiting with that id"}),
+    ("/inputs", "get", "The deferred tool calls (ask_user...) waiting for an answer", None,
+     _closed({"session": _STR, "inputs": {"type": "array", "items": _ref("PendingInput")}})),
+    ("/inputs/{call_id}", "post", "Answer a waiting deferred tool call",
+     _closed({"value": {"description": "The answer: text, or any JSON value the deferred tool takes"}}),
+     _closed({"session": _STR, "call_id": _STR, "answered": _BOOL}),
+     {404: "No such session, or no tool call waiting for an answer with that id",
+      409: "The call was answered already (the first answer stands)"}),
     ("", "delete", "Stop the session's agent and forget the session", None, None),
 ]
 
@@ -261,6 +268,7 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
         paths.setdefault(op.path, {})[op.method] = _entry(op, token)
     attrs_schema(Usage, components)
     attrs_schema(PendingApproval, components)
+    attrs_schema(PendingInput, components)
     components.update({
         "RunRequest": _closed({"prompt": {"type": "string", "minLength": 1}, "session": {"type": ["string", "null"]},
                                "output": {"type": "object",

@@ -57,7 +57,7 @@ from starlette.routing import BaseRoute, Route
 
 from .. import asyncio as condukt_asyncio
 from .. import serialization
-from ..agent import AgentHandle
+from ..agent import AgentHandle, InputAlreadyAnswered, UnknownInputRequest
 from ..lifespan import open_app_node
 from ..otp import ConduktError, DynamicSupervisorHandle, Node, SupervisorHandle, current_node
 from ..otp.lowlevel import process_of, server_of
@@ -216,6 +216,10 @@ async def _events(node: Node, session_id: str, after: int) -> Any:
 
 async def _abort(node: Node, handle: AgentHandle) -> bool:
     return await handle.abort()
+
+
+async def _respond(node: Node, handle: AgentHandle, call_id: str, value: Any) -> None:
+    await handle.respond(call_id, value)
 
 
 async def _in_trio_details(node: Node, handle: Any, sessions: dict[int, str]) -> dict[str, Any]:
@@ -382,6 +386,33 @@ class _Observer:
         aborted = await self.in_trio(_abort, handle)
         return JSONResponse({"pid": pid, "aborted": aborted})
 
+    async def respond(self, request: Request) -> Response:
+        """``POST /api/processes/{pid}/inputs/{call_id}`` ``{"value": ...}``: answer that agent's waiting question.
+
+        404 ``AgentNotFound`` / ``UnknownInputRequest``, 409 ``InputAlreadyAnswered``, 422 for a body without ``value``.
+        """
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or "value" not in body:
+            raise HTTPError(422, "InvalidRequest", 'the body must be a JSON object with a "value"')
+        pid = _int(request.path_params["pid"], "pid")
+        try:
+            handle = await self._live(pid)
+        except HTTPError:
+            handle = None
+        if not isinstance(handle, AgentHandle):
+            raise HTTPError(404, "AgentNotFound", f"no live agent with pid {pid}")
+        call_id = request.path_params["call_id"]
+        try:
+            await self.in_trio(_respond, handle, call_id, body["value"])
+        except InputAlreadyAnswered as exc:
+            raise HTTPError(409, "InputAlreadyAnswered", str(exc)) from None
+        except UnknownInputRequest as exc:
+            raise HTTPError(404, "UnknownInputRequest", str(exc)) from None
+        return JSONResponse({"pid": pid, "call_id": call_id, "answered": True})
+
     async def stream(self, request: Request) -> Response:
         """``GET /api/stream?agent=<session id>``: SSE of the tree, and of that agent's events if given."""
         await self.latest()  # fail now (503), not inside the stream
@@ -439,6 +470,7 @@ class _Observer:
             Route("/api/stream", guard(self.stream), methods=["GET"]),
             Route("/api/agents/{session}/events", guard(self.events), methods=["GET"]),
             Route("/api/processes/{pid}/abort", guard(self.abort), methods=["POST"]),
+            Route("/api/processes/{pid}/inputs/{call_id}", guard(self.respond), methods=["POST"]),
             Route("/api/processes/{pid}/kill", guard(self.kill), methods=["POST"]),
             Route("/api/processes/{pid}/restart", guard(self.restart), methods=["POST"]),
             Route("/api/processes/{pid}", guard(self.process), methods=["GET"]),
@@ -571,6 +603,13 @@ def openapi_operations(prefix: str = "") -> tuple[list[Operation], dict[str, Any
         Operation(f"{prefix}/api/processes/{{pid}}/abort", "post", "observer_abort", "Abort an agent's run",
                   closed_object(pid={"type": "integer"}, aborted={"type": "boolean"}),
                   errors={404: "No live agent with that pid", 422: bad_pid[422]}, parameters=pid),
+        Operation(f"{prefix}/api/processes/{{pid}}/inputs/{{call_id}}", "post", "observer_respond",
+                  "Answer an agent's waiting deferred tool call (ask_user...)",
+                  closed_object(pid={"type": "integer"}, call_id={"type": "string"}, answered={"type": "boolean"}),
+                  request=closed_object(value={}),
+                  errors={404: "No live agent with that pid, or no call waiting with that id",
+                          409: "The call was answered already", 422: "'pid' is not an integer, or no 'value'"},
+                  parameters=(*pid, {"name": "call_id", "in": "path", "required": True, "schema": {"type": "string"}})),
         Operation(f"{prefix}/api/processes/{{pid}}/kill", "post", "observer_kill", "Kill a process",
                   closed_object(pid={"type": "integer"}, killed={"type": "boolean"}),
                   errors={**bad_pid, 409: "The node's root supervisor is not killed"}, parameters=pid),

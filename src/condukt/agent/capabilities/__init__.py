@@ -33,6 +33,10 @@ built-in (module)           when the agent gets it                       what it
 (the agent's own)           ``capabilities()`` / ``capabilities=``
 ``Approvals``               a tool that may ask for approval             holds calls until ``approve``/``deny``
 (:mod:`.approvals`)
+``Deferred``                a :class:`~condukt.tools.DeferredTool`       holds calls until ``respond`` gives their
+(:mod:`.deferred`)          (``AskUser``)                                result
+``Handoffs``                a ``condukt.handoff(...)`` in the tools      hands the conversation to another agent,
+(:mod:`.handoffs`)                                                       whose answer ends the run
 ``ToolJournal``             a store that leases the key (every shipped   each tool call journaled: started, result
 (:mod:`.tool_journal`)      one)
 ``ResumeCheckpoints``       ``resume=True`` with a store                 a checkpoint before a run's first request
@@ -53,7 +57,9 @@ from typing import Final, final
 from .._capability import Builtin
 from .approvals import Approvals
 from .compaction import Compaction
+from .deferred import Deferred
 from .guardrails import GuardrailTripped, InputGuardrail, OutputGuardrail
+from .handoffs import Handoff, Handoffs, handoff
 from .instructions import ProjectInstructions
 from .persistence import Persistence
 from .resume import ResumeCheckpoints, Resumption
@@ -73,7 +79,10 @@ __all__ = [
     "Approvals",
     "Builtin",
     "Compaction",
+    "Deferred",
     "GuardrailTripped",
+    "Handoff",
+    "Handoffs",
     "InputGuardrail",
     "OutputGuardrail",
     "Persistence",
@@ -89,6 +98,7 @@ __all__ = [
     "ToolSources",
     "UsageLimitExceeded",
     "UsageLimits",
+    "handoff",
 ]
 
 
@@ -117,8 +127,10 @@ ORDER: tuple[type[Builtin] | _Own, ...] = (
     Summarizing,  # after StructuredOutput: the request it checks carries submit_result
     ToolSources,
     OWN,
-    Approvals,
-    ToolJournal,  # after Approvals: its checkpoint adds the journaled results to those Approvals keeps
+    Approvals,  # before Deferred: a deferred call that needs approval is approved before it waits
+    Deferred,
+    ToolJournal,  # after Approvals and Deferred: its checkpoint adds the journaled results to those they keep
+    Handoffs,  # after the gates that may answer a call first
     ResumeCheckpoints,
     Telemetry,  # last: its timings include the other capabilities' hooks
 )

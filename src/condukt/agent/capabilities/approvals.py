@@ -27,6 +27,7 @@ from .._context import AgentContext
 from .._errors import UnknownApproval
 from .._requests import Decide, GetApprovals
 from .._run import Run
+from ._waits import TurnWaits, Waiter
 
 __all__ = ["Approvals", "scrub_value"]
 
@@ -42,15 +43,14 @@ def scrub_value(scrub: Callable[[str], str], value: Any) -> Any:
     return value
 
 
-class _Waiting:
+class _Waiting(Waiter):
     """One call waiting for its decision."""
 
-    __slots__ = ("approved", "decided", "reason", "record", "wake")
+    __slots__ = ("approved", "decided", "reason", "record")
 
     def __init__(self, record: PendingApproval) -> None:
+        super().__init__()
         self.record = record
-        #: Set on a decision, and when a result of the turn is to be saved.
-        self.wake = trio.Event()
         self.decided = False
         self.approved = False
         self.reason = ""
@@ -80,12 +80,6 @@ class Approvals(Builtin):
         self.restored: dict[str, PendingApproval] = {a.call_id: a for a in restored.approvals} if restored else {}
         #: Decisions taken for restored calls before the resumed run reached them.
         self.early: dict[str, tuple[bool, str]] = {}
-        #: Results of the turn in flight's calls that ended (for the checkpoint).
-        self.results: dict[str, ToolResultMessage] = {}
-        self._dirty = False
-        self._paused = 0
-        self._paused_at = 0.0
-        self._deadline = math.inf
 
     @classmethod
     def once_resolved(cls, ctx: AgentContext) -> Capability | None:
@@ -132,9 +126,8 @@ class Approvals(Builtin):
         if type(last) is not AssistantMessage or not last.tool_calls:
             return checkpoint
         ids = {call.id for call in last.tool_calls}
-        results = tuple(r for i, r in self.results.items() if i in ids)
         approvals = tuple(p for p in self.pending() if p.call_id in ids)
-        return attrs.evolve(checkpoint, results=results, approvals=approvals)
+        return attrs.evolve(TurnWaits.of(run).checkpoint(run, checkpoint), approvals=approvals)
 
     # ------------------------------------------------------------------ hooks
 
@@ -168,21 +161,14 @@ class Approvals(Builtin):
         early = self.early.pop(call.id, None)
         if early is not None:
             waiting.decide(*early)
-        self._pause(run)
         try:
             await self._save(run)  # the wait is in the snapshot before anyone hears of it
             await run.emit(ApprovalRequested(call.id, call.name, record.arguments, record.expires_at))
             # Wall-clock expiry (it survives restarts), waited for on trio's clock.
             expires = math.inf if record.expires_at is None else max(0.0, record.expires_at - time.time())
             with trio.move_on_after(expires):
-                while not waiting.decided:
-                    await waiting.wake.wait()
-                    waiting.wake = trio.Event()
-                    if self._dirty:  # a call of the turn ended while this one waits: keep its result
-                        self._dirty = False
-                        await self._save(run)
+                await TurnWaits.of(run).wait(run, waiting, lambda: waiting.decided)
         finally:
-            self._resume(run)
             del self.waiting[call.id]
         await self._save(run)  # decided: no longer pending after a restart
         if not waiting.decided:
@@ -205,36 +191,17 @@ class Approvals(Builtin):
     ) -> None:
         """Keep the result for the checkpoint of the turn in flight."""
         if result is not None:
-            self.results[call.id] = result
-            if self.waiting:  # the run may wait long: a waiting gate saves the result now
-                self._dirty = True
-                next(iter(self.waiting.values())).wake.set()
+            TurnWaits.of(run).record(result)
 
     def after_turn(self, run: Run, message: AssistantMessage) -> bool:
         """The turn is in the history: its results no longer need keeping."""
-        self.results.clear()
+        TurnWaits.of(run).turn_ended()
         return False
 
     async def after_run(self, run: Run, failure: BaseException | None) -> None:
         """Forget what the run left (restored calls of a run that ended another way); never waits: never cancelled."""
-        self.results.clear()
         self.restored.clear()
         self.early.clear()
 
     async def _save(self, run: Run) -> None:
         await run.history_changed()
-
-    # ------------------------------------------------------------------ the run's deadline
-
-    def _pause(self, run: Run) -> None:
-        """Waiting for a person does not count against the run's timeout."""
-        if self._paused == 0:
-            self._paused_at = trio.current_time()
-            self._deadline = run.scope.deadline
-            run.scope.deadline = math.inf
-        self._paused += 1
-
-    def _resume(self, run: Run) -> None:
-        self._paused -= 1
-        if self._paused == 0 and self._deadline != math.inf:
-            run.scope.deadline = self._deadline + (trio.current_time() - self._paused_at)

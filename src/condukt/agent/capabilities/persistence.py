@@ -61,7 +61,7 @@ class Persistence(Builtin):
     up to the store's ``lease_ttl`` before the error is raised.
 
     The snapshot carries the run in progress (:class:`~condukt.sessions.RunCheckpoint`).
-    On restart it is resumed when it was waiting for approvals, or when the
+    On restart it is resumed when it was waiting for approvals or answers, or when the
     agent has ``resume=True``; otherwise its turn in flight is dropped and
     its completed turns stay in the history. Built in when ``session_store``
     is set.
@@ -107,7 +107,8 @@ class Persistence(Builtin):
             return
         ctx.messages[:] = snapshot.messages
         run = snapshot.run
-        if run is not None and 0 <= run.prompt_index < len(ctx.messages) and (run.approvals or config.resume):
+        waiting = run is not None and bool(run.approvals or run.inputs)  # a person's decision or answer
+        if run is not None and 0 <= run.prompt_index < len(ctx.messages) and (waiting or config.resume):
             ctx.restored_run = run  # the agent resumes it once started
         else:  # not resumed: the turn in flight goes, as after an abort, and a prompt no turn answered
             if resumed_turn(ctx.messages) is not None:

@@ -42,6 +42,7 @@ class Resumption(Builtin):
     def __init__(self, checkpoint: RunCheckpoint, journaled: bool = False) -> None:
         self.results = {result.tool_call_id: result for result in checkpoint.results}
         self.waiting = {approval.call_id for approval in checkpoint.approvals}
+        self.waiting.update(pending.call_id for pending in checkpoint.inputs)
         self.started = frozenset(checkpoint.started)
         #: Whether the calls' starts were journaled (a call not marked started never ran).
         self.journaled = journaled

@@ -19,7 +19,16 @@ from .._errors import InvalidInput
 from .._input import render_input
 from .._transient import stop_quietly
 
-__all__ = ["Role", "Subagent", "SubagentSupervisor", "SubagentTool", "Subagents", "resolve_roles"]
+__all__ = [
+    "Children",
+    "Role",
+    "Subagent",
+    "SubagentSupervisor",
+    "SubagentTool",
+    "Subagents",
+    "child_options",
+    "resolve_roles",
+]
 
 #: Start options a child inherits from its parent unless its role sets them.
 #: (Confinement and redaction are inherited too, but only ever tightened: see ``_delegate``.)
@@ -132,8 +141,7 @@ class Subagents(Builtin):
 
     def __init__(self, roles: Mapping[str, Any], plain: type[Server]) -> None:
         self.roles = resolve_roles(roles, plain)
-        self._supervisor: Any = None
-        self._lock: trio.Lock | None = None
+        self._children = Children()
 
     @classmethod
     def at_start(cls, ctx: AgentContext) -> Capability | None:
@@ -149,6 +157,25 @@ class Subagents(Builtin):
 
     async def supervisor(self, ctx: AgentContext) -> Any:
         """The children's supervisor, started on first use (a cancelled start leaves none)."""
+        return await self._children.supervisor(ctx)
+
+    async def stop(self, ctx: AgentContext, reason: ExitReason) -> None:
+        """Stop the children with their parent (in the parent's shutdown budget, then cancelled)."""
+        await self._children.stop()
+
+
+class Children:
+    """The :class:`SubagentSupervisor` of one agent's children, started on first use, stopped with the agent.
+
+    Shared by the capabilities that start agents of their own (sub-agents, handoffs).
+    """
+
+    def __init__(self) -> None:
+        self._supervisor: Any = None
+        self._lock: trio.Lock | None = None
+
+    async def supervisor(self, ctx: AgentContext) -> Any:
+        """The supervisor, started on first use (a cancelled start leaves none)."""
         if self._lock is None:
             self._lock = trio.Lock()
         async with self._lock:
@@ -159,11 +186,47 @@ class Subagents(Builtin):
                 )
         return supervisor
 
-    async def stop(self, ctx: AgentContext, reason: ExitReason) -> None:
-        """Stop the children with their parent (in the parent's shutdown budget, then cancelled)."""
+    async def stop(self) -> None:
+        """Stop the supervisor and the children (in the owner's shutdown budget, then cancelled)."""
         supervisor = self._supervisor
         if supervisor is not None and supervisor.alive:
             await supervisor.stop("shutdown", timeout=None)
+
+
+def child_options(parent: AgentContext, agent: type[Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """The start options of a child agent of class ``agent`` started by ``parent``, ``own`` on top.
+
+    A child inherits its parent's cwd (and its provider settings when it
+    talks to the same provider), its resolved secrets beneath its own, and
+    is never less careful than its parent: a confined parent has confined
+    children, a sandboxed parent sandboxed ones (unless ``own`` names its
+    own sandbox), and the parent's redactor applies on top of the child's.
+    """
+    config = parent.config
+    own_model = own.get("model", agent.model)
+    inherited: tuple[str, ...] = INHERITED
+    if own_model is None or _provider(own_model) == _provider(parent.model):
+        inherited += PROVIDER_INHERITED
+    options = {key: config.options[key] for key in inherited if key in config.options}
+    options["cwd"] = str(parent.cwd)
+    if own_model is None:
+        options["model"] = parent.model
+    options.setdefault("load_project_instructions", False)
+    if parent.secrets:
+        # Resolved values, not providers run again; the child's own secrets come on top.
+        options["inherited_secrets"] = parent.secrets.env
+    options.update(own)
+    if config.confine_to_cwd:
+        options["confine_to_cwd"] = True
+    if config.sandbox is not None and options.get("sandbox", agent.sandbox) is None:
+        options["sandbox"] = config.sandbox
+    if config.redactor is not None:
+        own_redactor = options.get("redactor", agent.redactor)
+        if own_redactor is None or own_redactor is config.redactor:
+            options["redactor"] = config.redactor
+        else:
+            options["redactor"] = chain(own_redactor, config.redactor)
+    return options
 
 
 class SubagentTool(Tool):
@@ -251,33 +314,7 @@ class SubagentTool(Tool):
         parent = self._ctx
         config = parent.config
         supervisor = await self._owner.supervisor(parent)
-        own_model = role.options.get("model", role.agent.model)
-        inherited: tuple[str, ...] = INHERITED
-        if own_model is None or _provider(own_model) == _provider(parent.model):
-            inherited += PROVIDER_INHERITED
-        options = {key: config.options[key] for key in inherited if key in config.options}
-        options["cwd"] = str(parent.cwd)
-        if own_model is None:
-            options["model"] = parent.model
-        options.setdefault("load_project_instructions", False)
-        if parent.secrets:
-            # Resolved values, not providers run again; the child's own secrets come on top.
-            options["inherited_secrets"] = parent.secrets.env
-        options.update(role.options)
-        # A child is never less careful than its parent, nor than itself: a
-        # confined parent has confined children, a sandboxed parent sandboxed
-        # ones (unless the role names its own sandbox), and the parent's redactor
-        # applies on top of the child's own (class attribute or role option).
-        if config.confine_to_cwd:
-            options["confine_to_cwd"] = True
-        if config.sandbox is not None and options.get("sandbox", role.agent.sandbox) is None:
-            options["sandbox"] = config.sandbox
-        if config.redactor is not None:
-            own = options.get("redactor", role.agent.redactor)
-            if own is None or own is config.redactor:
-                options["redactor"] = config.redactor
-            else:
-                options["redactor"] = chain(own, config.redactor)
+        options = child_options(parent, role.agent, role.options)
         child = await supervisor.start_child(ChildSpec(None, role.agent, kwargs=options, restart="temporary"))
         child_id = child.session_id
         parent_emit = context.emit
