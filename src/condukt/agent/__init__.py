@@ -18,19 +18,23 @@ from ._agent import Agent
 from ._capability import Capability
 from ._config import AGENT_OPTIONS, AgentConfig
 from ._context import AgentContext
+from ._detached import DETACHED_EVENTS, DETACHED_KEPT, DetachedRunInfo
 from ._errors import (
     Aborted,
     AgentError,
     Busy,
+    EventsEvicted,
     InvalidInput,
     InvalidOutput,
     NoResultSubmitted,
     NotRunning,
+    RunFailed,
     RunTimeout,
     UnknownApproval,
     UnknownOperation,
+    UnknownRun,
 )
-from ._handle import STREAM_BUFFER, AgentHandle, EventStream
+from ._handle import STREAM_BUFFER, AgentHandle, AttachedStream, EventStream
 from ._info import AgentInfo, RunInfo, ToolCallInfo
 from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
@@ -42,6 +46,8 @@ from .capabilities.usage_limits import UsageLimitExceeded, UsageLimits
 
 __all__ = [
     "AGENT_OPTIONS",
+    "DETACHED_EVENTS",
+    "DETACHED_KEPT",
     "STREAM_BUFFER",
     "Aborted",
     "Agent",
@@ -50,10 +56,13 @@ __all__ = [
     "AgentError",
     "AgentHandle",
     "AgentInfo",
+    "AttachedStream",
     "BoundOperation",
     "Busy",
     "Capability",
+    "DetachedRunInfo",
     "EventStream",
+    "EventsEvicted",
     "GuardrailTripped",
     "InputGuardrail",
     "InvalidInput",
@@ -63,6 +72,7 @@ __all__ = [
     "Operation",
     "OutputGuardrail",
     "Run",
+    "RunFailed",
     "RunInfo",
     "RunResult",
     "RunTimeout",
@@ -71,6 +81,7 @@ __all__ = [
     "ToolCallInfo",
     "UnknownApproval",
     "UnknownOperation",
+    "UnknownRun",
     "UsageLimitExceeded",
     "UsageLimits",
     "capabilities",

@@ -26,7 +26,7 @@ from ._result import RunResult
 
 if TYPE_CHECKING:
     from ..events import Event
-    from ..sessions import RunCheckpoint
+    from ..sessions import Lease, RunCheckpoint
 
 __all__ = ["NO_ENV", "AgentContext", "Behaviour", "Kernel"]
 
@@ -98,6 +98,9 @@ class AgentContext:
     ``restored_run``            the checkpoint a restored snapshot asks to resume (set during
                                 ``setup``, by persistence), or None
     ``last_result``             how the last run that ended, ended (a ``RunResult``), or None
+    ``lease``                   the :class:`~condukt.sessions.Lease` the agent owns its session key
+                                with (set during ``setup`` by persistence, with a leasing store),
+                                or None; detached runs log their events through it
     ``plain_agent``             condukt's plain :class:`~condukt.Agent` class, for a capability that
                                 starts agents of its own (an inline ``Subagent`` role runs as one)
     ==========================  ===================================================================
@@ -118,6 +121,7 @@ class AgentContext:
         "handle",
         "id",
         "last_result",
+        "lease",
         "messages",
         "model",
         "node",
@@ -153,6 +157,7 @@ class AgentContext:
     tool_definitions: tuple[ToolDefinition, ...]
     restored_run: RunCheckpoint | None
     last_result: RunResult | None
+    lease: Lease | None
     plain_agent: type[Server]
 
     def __init__(
@@ -183,6 +188,7 @@ class AgentContext:
         self.tool_definitions = ()
         self.restored_run = None
         self.last_result = None
+        self.lease = None
         self.plain_agent = plain_agent
         self._kernel = kernel
 

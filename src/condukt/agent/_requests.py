@@ -19,6 +19,7 @@ from ._errors import UnknownApproval
 
 __all__ = [
     "AbortRun",
+    "AttachRun",
     "CancelRun",
     "Clear",
     "Compact",
@@ -52,6 +53,8 @@ class RunRequest:
     on_event: Any = None
     #: The run's :class:`~condukt.ModelSettings` (over the agent's), or ``None``.
     model_settings: Any = None
+    #: A detached run (``submit``): the agent logs its events; the reply is its id.
+    detached: bool = False
 
 
 @final
@@ -68,6 +71,14 @@ class AbortRun:
     run: RunRequest | None = None
     run_id: str | None = None
     from_run: bool = False
+
+
+@final
+@attrs.frozen
+class AttachRun:
+    """Ask for a detached run's record (:class:`~condukt.agent._detached.RunRecord`); ``UnknownRun`` if none."""
+
+    run_id: str
 
 
 @final

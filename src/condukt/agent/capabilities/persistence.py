@@ -7,7 +7,8 @@ from typing import Any
 
 import attrs
 
-from ...sessions import SessionStore, Snapshot
+from ...otp import ExitReason
+from ...sessions import Lease, LeasingStore, SessionStore, Snapshot
 from .._capability import Builtin, Capability
 from .._context import AgentContext
 from .._run import resumed_turn
@@ -35,6 +36,8 @@ class Persistence(Builtin):
     def __init__(self, store: SessionStore) -> None:
         self.store = store
         self.key = ""
+        #: The lease on the key, with a leasing store (every shipped store); also ``ctx.lease``.
+        self.lease: Lease | None = None
 
     @classmethod
     def at_start(cls, ctx: AgentContext) -> Capability | None:
@@ -51,7 +54,13 @@ class Persistence(Builtin):
         self.store = self.store.bind(ctx.cwd)
         name = ctx.handle.name
         self.key = str(config.session_store_key or config.id or (name if name is not None else ctx.id))
-        snapshot = await self.store.load(self.key)
+        if isinstance(self.store, LeasingStore):
+            # One owner per key: the lease is held until the agent stops (``stop``);
+            # its saves and the detached runs' event logs are fenced by it.
+            self.lease = ctx.lease = await self.store.acquire(self.key, owner=repr(ctx.handle))
+            snapshot = await self.lease.load()
+        else:
+            snapshot = await self.store.load(self.key)
         if snapshot is None:
             return
         ctx.messages[:] = snapshot.messages
@@ -78,24 +87,30 @@ class Persistence(Builtin):
 
         Cancelled with the run it saves for (the next save carries what this one missed).
         """
+        lease = self.lease
         if not ctx.messages:
-            await self.store.delete(self.key)
+            await (lease.delete() if lease is not None else self.store.delete(self.key))
             return
         config = ctx.config
         run = ctx.checkpoint()
         messages = ctx.messages
         if run is None and resumed_turn(messages) is not None:
             messages = messages[:-1]  # a turn in flight is stored only with the checkpoint that finishes it
-        await self.store.save(
-            self.key,
-            Snapshot(
-                id=ctx.id,
-                messages=tuple(messages),
-                model=config.model if isinstance(config.model, str) else None,
-                thinking_level=config.thinking_level,
-                system_prompt=config.system_prompt,
-                created_at=ctx.created_at,
-                updated_at=time.time(),
-                run=run,
-            ),
+        snapshot = Snapshot(
+            id=ctx.id,
+            messages=tuple(messages),
+            model=config.model if isinstance(config.model, str) else None,
+            thinking_level=config.thinking_level,
+            system_prompt=config.system_prompt,
+            created_at=ctx.created_at,
+            updated_at=time.time(),
+            run=run,
         )
+        await (lease.save(snapshot) if lease is not None else self.store.save(self.key, snapshot))
+
+    async def stop(self, ctx: AgentContext, reason: ExitReason) -> None:
+        """Release the key's lease (another owner may take it at once); never raises for an unreachable store."""
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            ctx.lease = None
+            await lease.release()
