@@ -35,7 +35,11 @@ SESSION_PATHS: list[tuple[str, str, str, dict[str, Any] | None, dict[str, Any] |
      {"type": "object", "properties": {"session": {"type": "string"}, "call_id": {"type": "string"},
                                        "approved": {"type": "boolean"}}}),
     ("", "delete", "Stop the session's agent and forget the session", None, None),
+    ("/runs/{run_id}", "get", "Where a run stands (a detached run, or an SSE run that goes on without its client)",
+     None, {"$ref": "#/components/schemas/RunStatus"}),
 ]
+
+_RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
 
 
 def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, version: str) -> dict[str, Any]:
@@ -49,6 +53,12 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
                 "operationId": f"run_{name}",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": run_request}}},
                 "responses": {
+                    "202": _json(
+                        {"type": "object", "properties": {"session": {"type": "string"}, "run": {"type": "string"}},
+                         "required": ["session", "run"]},
+                        "A detached run started (\"detach\": true): its events at "
+                        "/sessions/{session}/runs/{run}/events",
+                    ),
                     "200": {
                         "description": "The answer (JSON), or every event as Server-Sent Events "
                         "with 'Accept: text/event-stream'",
@@ -61,7 +71,8 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
                     "409": _error("The run was aborted"),
                     "413": _error("The body is too large"),
                     "422": _error("The body does not match RunRequest"),
-                    "503": _error("The endpoint holds its maximum of sessions (see Retry-After)"),
+                    "503": _error("The endpoint holds its maximum of sessions, or is shutting down "
+                                  "(see Retry-After)"),
                 },
             }
         }
@@ -69,6 +80,8 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
         parameters = [_SESSION_ID]
         if "{call_id}" in suffix:
             parameters.append({"name": "call_id", "in": "path", "required": True, "schema": {"type": "string"}})
+        if "{run_id}" in suffix:
+            parameters.append(_RUN_ID)
         entry: dict[str, Any] = {"summary": summary, "parameters": parameters,
                                  "responses": {"404": _error("No such session")}}
         if request is not None:
@@ -78,6 +91,28 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
         else:
             entry["responses"]["200"] = _json(response)
         paths.setdefault(f"/sessions/{{id}}{suffix}", {})[method] = entry
+    paths["/sessions/{id}/runs/{run_id}/events"] = {
+        "get": {
+            "summary": "A run's events as Server-Sent Events with ids; reconnect with Last-Event-ID",
+            "parameters": [
+                _SESSION_ID,
+                _RUN_ID,
+                {"name": "Last-Event-ID", "in": "header", "required": False,
+                 "description": "The id of the last event received: the stream goes on after it",
+                 "schema": {"type": "string", "pattern": "^(-1|[0-9]+)$"}},
+                {"name": "after", "in": "query", "required": False,
+                 "description": "As Last-Event-ID, for clients that cannot set headers",
+                 "schema": {"type": "string", "pattern": "^(-1|[0-9]+)$"}},
+            ],
+            "responses": {
+                "200": {"description": "Every event after the one given (each with 'id: <index>'), "
+                        "up to done", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                "400": _error("Last-Event-ID is not an event index"),
+                "404": _error("No such session or run"),
+                "410": _error("The events asked for are no longer kept (see first_index)"),
+            },
+        }
+    }
     for name, op in sorted(operations.items()):
         declared = op.bound.operation
         entry = {
@@ -102,8 +137,30 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
             "schemas": {
                 "RunRequest": {
                     "type": "object",
-                    "properties": {"prompt": {"type": "string"}, "session": {"type": ["string", "null"]}},
+                    "properties": {
+                        "prompt": {"type": "string"},
+                        "session": {"type": ["string", "null"]},
+                        "detach": {"type": "boolean",
+                                   "description": "Start the run detached: 202 with its id, events by id"},
+                        "on_disconnect": {"enum": ["abort", "continue"],
+                                          "description": "For an SSE run: what a client disconnecting does "
+                                          "to the run (default abort)"},
+                    },
                     "required": ["prompt"],
+                },
+                "RunStatus": {
+                    "type": "object",
+                    "properties": {
+                        "session": {"type": "string"},
+                        "run": {"type": "string"},
+                        "status": {"enum": ["queued", "running", "done", "failed", "aborted"]},
+                        "text": {"type": ["string", "null"]},
+                        "error": {"type": ["object", "null"],
+                                  "properties": {"type": {"type": "string"}, "message": {"type": "string"}}},
+                        "first_index": {"type": "integer"},
+                        "next_index": {"type": "integer"},
+                    },
+                    "required": ["session", "run", "status"],
                 },
                 "RunResponse": {
                     "type": "object",
