@@ -18,6 +18,10 @@ __all__ = ["Persistence"]
 #: Settings a snapshot restores unless the start options give them.
 _RESTORED = ("system_prompt", "model", "thinking_level")
 
+#: The leases agents of this process hold, by store and key, with the handle of the agent holding it:
+#: an incarnation that was killed (no ``stop``) leaves its lease here, and its successor takes it over.
+_HELD: dict[tuple[int, str], tuple[Lease, Any]] = {}
+
 
 class Persistence(Builtin):
     """Saves a :class:`~condukt.sessions.Snapshot` whenever the history changes; restores it at start.
@@ -57,7 +61,7 @@ class Persistence(Builtin):
         if isinstance(self.store, LeasingStore):
             # One owner per key: the lease is held until the agent stops (``stop``);
             # its saves and the detached runs' event logs are fenced by it.
-            self.lease = ctx.lease = await self.store.acquire(self.key, owner=repr(ctx.handle))
+            self.lease = ctx.lease = await self._acquire(self.store, ctx)
             snapshot = await self.lease.load()
         else:
             snapshot = await self.store.load(self.key)
@@ -81,6 +85,16 @@ class Persistence(Builtin):
         if keep:
             ctx.config = attrs.evolve(config, **keep)
             ctx.system_prompt = ctx.config.system_prompt
+
+    async def _acquire(self, store: LeasingStore, ctx: AgentContext) -> Lease:
+        """The key's lease: a killed predecessor's on this node (taken over), else a new one."""
+        held = _HELD.get((id(store), self.key))
+        if held is not None and not held[1].alive and not held[0].released and not held[0].lost:
+            lease = held[0]
+        else:
+            lease = await store.acquire(self.key, owner=repr(ctx.handle))
+        _HELD[(id(store), self.key)] = (lease, ctx.handle)
+        return lease
 
     async def history_changed(self, ctx: AgentContext) -> None:
         """Save the conversation (file I/O runs in the store's worker threads).
@@ -113,4 +127,7 @@ class Persistence(Builtin):
         lease, self.lease = self.lease, None
         if lease is not None:
             ctx.lease = None
+            held = _HELD.get((id(self.store), self.key))
+            if held is not None and held[0] is lease:
+                del _HELD[(id(self.store), self.key)]
             await lease.release()
