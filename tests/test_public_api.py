@@ -40,6 +40,9 @@ SUBPACKAGES = {
         "RunInfo", "RunResult", "RunTimeout", "Subagent", "SubagentSupervisor", "ToolCallInfo", "UnknownApproval",
         "UnknownOperation", "UsageLimitExceeded", "UsageLimits", "capabilities", "operation", "operations_of",
         "run", "run_operation",
+        # Detached runs (submit/attach/result).
+        "DETACHED_EVENTS", "DETACHED_KEPT", "AttachedStream", "DetachedRunInfo", "EventsEvicted", "RunFailed",
+        "UnknownRun",
     },
     "condukt.agent.capabilities": {
         "BUILTINS", "ORDER", "OWN", "Approvals", "Builtin", "Compaction", "GuardrailTripped", "InputGuardrail",
@@ -74,7 +77,7 @@ SUBPACKAGES = {
         "open_node", "run",
     },
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
-    "condukt.web": {"BrowserGuard", "SessionsFull", "ag_ui_app", "create_app", "openai_app", "vercel_ai_app"},
+    "condukt.web": {"BrowserGuard", "SessionsFull", "ag_ui_app", "create_app", "drain", "openai_app", "vercel_ai_app"},
     "condukt.web.uvicorn": {"HEADER_TIMEOUT", "HTTPProtocol"},
     "condukt.web.lowlevel": {
         "AgentRoute", "AppNode", "ProtocolError", "Sessions", "SessionsFull", "attachment",

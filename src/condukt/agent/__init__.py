@@ -18,7 +18,7 @@ from ._agent import Agent
 from ._capability import Capability
 from ._config import AGENT_OPTIONS, AgentConfig
 from ._context import AgentContext
-from ._detached import DETACHED_EVENTS, DETACHED_KEPT, DetachedRunInfo
+from ._detached import DETACHED_EVENTS, DETACHED_KEPT
 from ._errors import (
     Aborted,
     AgentError,
@@ -35,7 +35,7 @@ from ._errors import (
     UnknownRun,
 )
 from ._handle import STREAM_BUFFER, AgentHandle, AttachedStream, EventStream
-from ._info import AgentInfo, RunInfo, ToolCallInfo
+from ._info import AgentInfo, DetachedRunInfo, RunInfo, ToolCallInfo
 from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
 from ._result import RunResult

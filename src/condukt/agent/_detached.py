@@ -31,21 +31,21 @@ import logging
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from ..events import AgentEnd, AgentStart, Done, Error, Event
 from ..sessions import SessionOwned, StoreUnavailable
 from ._context import AgentContext
-from ._handle import STREAM_BUFFER
 from ._errors import Aborted, EventsEvicted, RunFailed, RunTimeout, UnknownRun
+from ._handle import STREAM_BUFFER
 from ._ids import uuid7
+from ._info import DetachedRunInfo
 
 if TYPE_CHECKING:
     from ..sessions import Lease, RunLog
     from ._run import Run
 
-__all__ = ["DETACHED_EVENTS", "DETACHED_KEPT", "DetachedRunInfo", "DetachedRuns", "RunRecord"]
+__all__ = ["DETACHED_EVENTS", "DETACHED_KEPT", "DetachedRuns", "RunRecord"]
 
 logger = logging.getLogger("condukt.agent")
 
@@ -60,26 +60,6 @@ _BATCH = 256
 _STATUS = {"completed": "done", "failed": "failed", "timeout": "failed", "aborted": "aborted"}
 _ENDED = frozenset({"done", "failed", "aborted"})
 _INTERRUPTED = "the run's node stopped before it finished, and no agent resumed it"
-
-
-@attrs.frozen
-class DetachedRunInfo:
-    """Where a detached run stands (``agent.run_info(run_id)``).
-
-    ``status``: ``"queued"``, ``"running"``, ``"done"``, ``"failed"`` or
-    ``"aborted"``. ``text``: the final text once done (a structured run's
-    result as JSON text). ``error_type``/``message``: why it failed or was
-    aborted. ``first_index``/``next_index``: the oldest event index still
-    kept, and the index the next event gets.
-    """
-
-    run_id: str
-    status: str
-    text: str | None = None
-    error_type: str | None = None
-    message: str | None = None
-    first_index: int = 0
-    next_index: int = 0
 
 
 class RunRecord:
@@ -136,15 +116,15 @@ class RunRecord:
             self.first_index += 1
         events.append(event)
         self.next_index += 1
-        kind = type(event)
-        if kind is AgentStart and self.status == "queued":
-            self.status = "running"
-        elif kind is AgentEnd:
-            self.text = event.text  # type: ignore[union-attr]
-        elif kind is Error:
-            self.error_type, self.message = event.error_type, event.message  # type: ignore[union-attr]
-        elif kind is Done:
-            self.status = _STATUS[event.status]  # type: ignore[union-attr]
+        if type(event) is AgentStart:
+            if self.status == "queued":
+                self.status = "running"
+        elif type(event) is AgentEnd:
+            self.text = event.text
+        elif type(event) is Error:
+            self.error_type, self.message = event.error_type, event.message
+        elif type(event) is Done:
+            self.status = _STATUS[event.status]
 
     def changed(self) -> None:
         """Wake the readers waiting in :meth:`wait`."""

@@ -19,7 +19,7 @@ from ..providers import ModelSettings
 from ..providers.lowlevel import model_settings as check_model_settings
 from ..schema import Schema
 from ..tools.read import IMAGE_TYPES
-from ._info import AgentInfo
+from ._info import AgentInfo, DetachedRunInfo
 from ._input import render_input
 from ._operations import run_operation
 from ._requests import (
@@ -42,7 +42,6 @@ from ._validate import check_callable, check_count, check_seconds, check_str
 
 if TYPE_CHECKING:
     from ..sessions import PendingApproval
-    from ._detached import DetachedRunInfo, RunRecord
 
 __all__ = [
     "STREAM_BUFFER",
@@ -429,10 +428,12 @@ class AgentHandle(Handle):
         """
         check_str("run_id", run_id, optional=False)
         record = await self._record(run_id, check_seconds("timeout", timeout))
-        return record.info()
+        info: DetachedRunInfo = record.info()
+        return info
 
-    async def _record(self, run_id: str, timeout: float | None = None) -> RunRecord:
-        record: RunRecord = await self.call(AttachRun(run_id), timeout=timeout)
+    async def _record(self, run_id: str, timeout: float | None = None) -> Any:
+        """The agent's ``RunRecord`` of ``run_id`` (read in this task; written by the agent's pump)."""
+        record: Any = await self.call(AttachRun(run_id), timeout=timeout)
         return record
 
     async def abort(self, run_id: str | None = None) -> bool:
@@ -676,7 +677,7 @@ class _StreamContext:
 class AttachedStream:
     """The events of one detached run, read by one reader (``agent.attach``); ends after ``Done``."""
 
-    def __init__(self, handle: AgentHandle, record: RunRecord, after: int) -> None:
+    def __init__(self, handle: AgentHandle, record: Any, after: int) -> None:
         self._handle = handle
         self._record = record
         #: The run's id.
@@ -697,7 +698,7 @@ class AttachedStream:
             raise StopAsyncIteration
         record = self._record
         while True:
-            event = record.event(self.index + 1)  # EventsEvicted for a reader that fell too far behind
+            event: Event | None = record.event(self.index + 1)  # EventsEvicted for a reader that fell too far behind
             if event is not None:
                 break
             if record.lost is not None:
@@ -705,13 +706,12 @@ class AttachedStream:
                 raise CallError(reason, f"agent exited before run {self.run_id} finished: {reason!r}")
             await record.wait()
         self.index += 1
-        kind = type(event)
-        if kind is AgentEnd:
-            self.result = event.text  # type: ignore[union-attr]
-        elif kind is Error:
-            self.error = event  # type: ignore[assignment]
-        elif kind is Done:
-            self.done = event  # type: ignore[assignment]
+        if type(event) is AgentEnd:
+            self.result = event.text
+        elif type(event) is Error:
+            self.error = event
+        elif type(event) is Done:
+            self.done = event
         return event
 
 

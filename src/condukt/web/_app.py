@@ -724,7 +724,9 @@ async def drain(app: Starlette, *, grace: float | None = None) -> None:
     endpoint = getattr(getattr(app, "state", None), "condukt_endpoint", None)
     if not isinstance(endpoint, Endpoint):
         raise TypeError(f"drain() takes an app made by condukt.web.create_app, got {app!r}")
-    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < math.inf):
+    if grace is not None and (
+        isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < math.inf
+    ):
         raise ValueError(f"grace must be a finite number of seconds >= 0, got {grace!r}")
     await endpoint.drain(grace)
 

@@ -123,7 +123,10 @@ class Persistence(Builtin):
         await (lease.save(snapshot) if lease is not None else self.store.save(self.key, snapshot))
 
     async def stop(self, ctx: AgentContext, reason: ExitReason) -> None:
-        """Release the key's lease (another owner may take it at once); never raises for an unreachable store."""
+        """Release the key's lease (another owner may take it at once); never raises for an unreachable store.
+
+        Cancellation does not interrupt the release (it is bounded by the store's ``lease_ttl``).
+        """
         lease, self.lease = self.lease, None
         if lease is not None:
             ctx.lease = None
