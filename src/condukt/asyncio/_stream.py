@@ -41,9 +41,12 @@ class Stream:
     of the trio :class:`~condukt.agent.EventStream`.
     """
 
-    def __init__(self, guest: Guest, handle: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, guest: Guest, handle: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: str = "stream"
+    ) -> None:
         self._guest = guest
         self._handle = handle
+        self._method = method  # "stream", or "attach" (a detached run's events: leaving never aborts it)
         self._args = args
         self._kwargs = kwargs
         self._queue: collections.deque[Any] = collections.deque()  # events handed over, not yet read
@@ -70,7 +73,7 @@ class Stream:
         async def pump() -> None:
             announced = False
             try:
-                async with self._handle.stream(*self._args, **self._kwargs) as events:
+                async with getattr(self._handle, self._method)(*self._args, **self._kwargs) as events:
                     self._inner = events
                     announced = True
                     deliver(loop, set_result, ready, None)
@@ -204,22 +207,24 @@ class Stream:
 
 
 class StreamMethod(Generic[P]):
-    """A trio ``stream`` method on a proxy class: its parameters, returning a :class:`Stream`."""
+    """A trio ``stream`` (or ``attach``) method on a proxy class: its parameters, returning a :class:`Stream`."""
 
-    __slots__ = ("unbound",)
+    __slots__ = ("name", "unbound")
 
     def __init__(self, fn: Callable[..., Any]) -> None:
+        self.name = fn.__name__
+
         def unbound(proxy: Any, /, *args: Any, **kwargs: Any) -> Stream:
-            stream: Stream = proxy.stream(*args, **kwargs)
+            stream: Stream = getattr(proxy, self.name)(*args, **kwargs)
             return stream
 
         functools.update_wrapper(unbound, fn)
-        unbound.__doc__ = (inspect.getdoc(fn) or "") + _STREAM_NOTE
+        unbound.__doc__ = (inspect.getdoc(fn) or "") + (_ATTACH_NOTE if self.name == "attach" else _STREAM_NOTE)
         self.unbound = unbound
 
     def __set_name__(self, owner: type, name: str) -> None:
-        if name != "stream":
-            raise TypeError(f"{owner.__qualname__}.{name}: stream_method() makes ``stream``")
+        if name not in ("stream", "attach") or name != self.name:
+            raise TypeError(f"{owner.__qualname__}.{name}: stream_method() makes ``stream`` or ``attach``")
         self.unbound.__module__ = owner.__module__
         self.unbound.__qualname__ = f"{owner.__qualname__}.{name}"
 
@@ -232,13 +237,13 @@ class StreamMethod(Generic[P]):
     def __get__(self, proxy: ProxyBase | None, owner: type[Any]) -> Any:
         if proxy is None:
             return self.unbound
-        guest, inner = proxy._guest, proxy._inner
+        guest, inner, name = proxy._guest, proxy._inner, self.name
 
         @functools.wraps(self.unbound)
         def stream(*args: Any, **kwargs: Any) -> Stream:
-            return Stream(guest, inner, args, kwargs)
+            return Stream(guest, inner, args, kwargs, name)
 
-        proxy.__dict__["stream"] = stream  # later look-ups skip the descriptor
+        proxy.__dict__[name] = stream  # later look-ups skip the descriptor
         return stream
 
 
@@ -254,6 +259,15 @@ events``, then ``async for event in events``, a :class:`Stream`. Leaving
 the block early, or cancelling the task reading it, aborts the run, as on
 trio; it holds up to ``condukt.asyncio.STREAM_BUFFER`` events for the
 asyncio side, then the run waits for the reader."""
+
+
+_ATTACH_NOTE = """
+
+From asyncio (:mod:`condukt.asyncio`): ``async with agent.attach(run_id)
+as events``, then ``async for event in events``, a :class:`Stream`.
+Leaving the block, or cancelling the task reading it, never affects the
+run. The reader's event index is ``after`` plus the number of events it
+has read."""
 
 
 class _Raise:
