@@ -19,7 +19,8 @@ import condukt
 import condukt.web
 from condukt.testing import FunctionModel, call, reply
 
-from .helpers import hypercorn_trio
+from .helpers import Echo, hypercorn_trio
+from .servers import served
 
 GATE = trio.Event()
 REACHED = trio.Event()
@@ -194,3 +195,22 @@ async def test_openapi_lists_the_run_routes() -> None:
         request = document["components"]["schemas"]["RunRequest"]["properties"]
         assert request["on_disconnect"]["enum"] == ["abort", "continue"]
         assert request["detach"]["type"] == "boolean"
+
+
+async def test_detached_runs_on_uvicorn_asyncio() -> None:
+    """The same routes on asyncio (uvicorn, the app mounted in FastAPI, trio as a guest)."""
+    async with served("uvicorn-asyncio", lambda node: condukt.web.create_app(node, agents={"echo": Echo})) as url, \
+            httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client:
+        created = await client.post("/agents/echo/runs", json={"prompt": "hello", "detach": True})
+        assert created.status_code == 202, created.text
+        session, run = created.json()["session"], created.json()["run"]
+        full = parse_sse_ids((await client.get(f"/sessions/{session}/runs/{run}/events")).text)
+        assert [index for index, _, _ in full] == list(range(len(full)))
+        assert full[-1][1] == "done"
+        tail = parse_sse_ids((await client.get(f"/sessions/{session}/runs/{run}/events",
+                                                headers={"Last-Event-ID": "2"})).text)
+        assert tail == full[3:]
+        status = (await client.get(f"/sessions/{session}/runs/{run}")).json()
+        assert (status["status"], status["text"]) == ("done", "turn 1: hello")
+        missing = await client.get(f"/sessions/{session}/runs/nope/events")
+        assert missing.status_code == 404 and missing.json()["error"] == "RunNotFound"
