@@ -41,7 +41,7 @@ SUBPACKAGES = {
         "UnknownOperation", "UsageLimitExceeded", "UsageLimits", "capabilities", "operation", "operations_of",
         "run", "run_operation",
         # Detached runs (submit/attach/result).
-        "DETACHED_EVENTS", "DETACHED_KEPT", "AttachedStream", "DetachedRunInfo", "EventsEvicted", "RunFailed",
+        "DETACHED_EVENTS", "DETACHED_KEPT", "RUNS_KEY_SUFFIX", "AttachedStream", "DetachedRunInfo", "EventsEvicted", "RunFailed",
         "UnknownRun",
     },
     "condukt.agent.capabilities": {

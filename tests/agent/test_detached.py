@@ -6,17 +6,20 @@ from typing import Any
 
 import pytest
 import trio
+from waiting import Watched
 
 import condukt
-from condukt.agent import DETACHED_EVENTS, EventsEvicted, RunFailed, UnknownRun
+from condukt.agent import DETACHED_EVENTS, RUNS_KEY_SUFFIX, EventsEvicted, RunFailed, UnknownRun
 from condukt.events import AgentEnd, AgentStart, Done, Error, Event, TextDelta, ToolCallStart
 from condukt.messages import ToolResultMessage
 from condukt.providers import ModelError
-from condukt.sessions import MemoryStore
+from condukt.sessions import LeasingStore, MemoryStore, RunLog
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
 
-def gated_agent(gate: trio.Event, reached: trio.Event | None = None) -> type[condukt.Agent]:
+def gated_agent(
+    gate: trio.Event, reached: trio.Event | None = None, incarnations: Watched[condukt.AgentHandle] | None = None
+) -> type[condukt.Agent]:
     @condukt.tool
     async def wait_for_gate() -> str:
         """Waits for the test."""
@@ -34,10 +37,19 @@ def gated_agent(gate: trio.Event, reached: trio.Event | None = None) -> type[con
     class Gated(condukt.Agent):
         model = FunctionModel(answer)
 
+        async def init(self, options: Any) -> None:
+            if incarnations is not None:
+                incarnations.append(self.handle)
+
         def tools(self) -> list[Any]:
             return [wait_for_gate]
 
     return Gated
+
+
+async def stored_log(store: LeasingStore, key: str, run_id: str) -> RunLog | None:
+    """A run's stored log: under the session key when persistence holds its lease, else under ``key#runs``."""
+    return await store.read_run(key, run_id) or await store.read_run(key + RUNS_KEY_SUFFIX, run_id)
 
 
 async def read_all(agent: condukt.AgentHandle, run_id: str, after: int = -1) -> list[tuple[int, Event]]:
@@ -174,7 +186,7 @@ async def test_with_a_store_the_log_and_result_outlive_the_incarnation(autojump_
         with pytest.raises(ModelError):
             await agent.result(failed_id)
         live = await read_all(agent, run_id)
-        log = await store.read_run("key", run_id)
+        log = await stored_log(store, "key", run_id)
         assert log is not None and log.status == "done"
         assert list(log.events) == live  # what readers saw is what the store holds
         await agent.stop()
@@ -191,7 +203,7 @@ async def test_with_a_store_the_log_and_result_outlive_the_incarnation(autojump_
 
 async def test_a_stored_run_no_incarnation_finishes_is_closed_as_interrupted(autojump_clock: Any) -> None:
     store = MemoryStore()
-    lease = await store.acquire("key")  # a node that died mid-run left this log
+    lease = await store.acquire("key" + RUNS_KEY_SUFFIX)  # a node that died mid-run left this log
     await lease.log_events("r1", [AgentStart("s", "hi", "r1")])
     await lease.release()
     async with condukt.open_node() as node:
@@ -202,7 +214,7 @@ async def test_a_stored_run_no_incarnation_finishes_is_closed_as_interrupted(aut
         assert events[2] == Done("aborted")
         with pytest.raises(condukt.Aborted):
             await agent.result("r1")
-        log = await store.read_run("key", "r1")
+        log = await stored_log(store, "key", "r1")
         assert log is not None and log.status == "aborted" and log.next_index == 3
 
 
@@ -215,3 +227,35 @@ async def test_an_agent_end_in_a_detached_structured_run_returns_the_structured_
         assert await agent.result(run_id) == {"label": "bug"}
         events = [event for _, event in await read_all(agent, run_id)]
         assert any(type(event) is AgentEnd for event in events)
+
+
+async def test_a_killed_incarnation_s_detached_run_is_finished_by_its_restarted_successor(autojump_clock: Any) -> None:
+    store, gate, reached = MemoryStore(), trio.Event(), trio.Event()
+    incarnations: Watched[condukt.AgentHandle] = Watched()
+    spec = condukt.ChildSpec("ops", gated_agent(gate, reached, incarnations),
+                             kwargs={"session_store": store, "id": "ops", "resume": True}, name="ops")
+    async with condukt.open_node() as node:
+        await node.start_supervisor([spec])
+        first = node.whereis("ops", condukt.AgentHandle)
+        assert first is not None
+        run_id = await first.submit("go")
+        await reached.wait()
+        before = await read_all_until_tool(first, run_id)
+        first.kill()  # no terminate: its leases are not released
+        _, second = await incarnations.wait_for_length(2)
+        gate.set()
+        events = await read_all(second, run_id)
+        assert [index for index, _ in events] == list(range(len(events)))
+        assert events[: len(before)] == before
+        assert events[-1][1] == Done("completed")
+        assert (await second.result(run_id)).startswith("gate was Error: this call was interrupted")
+
+
+async def read_all_until_tool(agent: condukt.AgentHandle, run_id: str) -> list[tuple[int, Event]]:
+    found = []
+    async with agent.attach(run_id) as events:
+        async for event in events:
+            found.append((events.index, event))
+            if type(event) is ToolCallStart:
+                return found
+    return found

@@ -18,7 +18,7 @@ from ._agent import Agent
 from ._capability import Capability
 from ._config import AGENT_OPTIONS, AgentConfig
 from ._context import AgentContext
-from ._detached import DETACHED_EVENTS, DETACHED_KEPT
+from ._detached import DETACHED_EVENTS, DETACHED_KEPT, RUNS_KEY_SUFFIX
 from ._errors import (
     Aborted,
     AgentError,
@@ -48,6 +48,7 @@ __all__ = [
     "AGENT_OPTIONS",
     "DETACHED_EVENTS",
     "DETACHED_KEPT",
+    "RUNS_KEY_SUFFIX",
     "STREAM_BUFFER",
     "Aborted",
     "Agent",

@@ -99,8 +99,8 @@ class AgentContext:
                                 ``setup``, by persistence), or None
     ``last_result``             how the last run that ended, ended (a ``RunResult``), or None
     ``lease``                   the :class:`~condukt.sessions.Lease` the agent owns its session key
-                                with (set during ``setup`` by persistence, with a leasing store),
-                                or None; detached runs log their events through it
+                                with, once a capability (persistence) set it during ``setup``, or
+                                None; detached runs log their events through it when it is set
     ``plain_agent``             condukt's plain :class:`~condukt.Agent` class, for a capability that
                                 starts agents of its own (an inline ``Subagent`` role runs as one)
     ==========================  ===================================================================

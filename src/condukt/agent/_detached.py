@@ -29,12 +29,12 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
 from ..events import AgentEnd, AgentStart, Done, Error, Event
-from ..sessions import SessionOwned, StoreUnavailable
+from ..sessions import LeasingStore, SessionOwned, StoreUnavailable
 from ._context import AgentContext
 from ._errors import Aborted, EventsEvicted, RunFailed, RunTimeout, UnknownRun
 from ._handle import STREAM_BUFFER
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..sessions import Lease, RunLog
     from ._run import Run
 
-__all__ = ["DETACHED_EVENTS", "DETACHED_KEPT", "DetachedRuns", "RunRecord"]
+__all__ = ["DETACHED_EVENTS", "DETACHED_KEPT", "RUNS_KEY_SUFFIX", "DetachedRuns", "RunRecord"]
 
 logger = logging.getLogger("condukt.agent")
 
@@ -55,6 +55,12 @@ DETACHED_EVENTS = 10_000
 DETACHED_KEPT = 64
 #: Events the pump hands to the store in one write at most.
 _BATCH = 256
+#: Added to the session key for the run logs' own lease (when persistence holds no lease: ``AgentContext.lease``).
+RUNS_KEY_SUFFIX = "#runs"
+
+#: The run-log leases this process's agents hold, by store and key, with the handle of the agent holding
+#: it: an incarnation that was killed (it never released) leaves its lease here, and its successor takes it.
+_HELD: dict[tuple[int, str], tuple[Lease, Any]] = {}
 
 #: A run's ``Done`` status -> its detached status.
 _STATUS = {"completed": "done", "failed": "failed", "timeout": "failed", "aborted": "aborted"}
@@ -232,10 +238,14 @@ class _StoreLog:
 class DetachedRuns:
     """The detached runs of one agent incarnation: their records, their pumps, their store logs."""
 
-    __slots__ = ("_taken", "ctx", "live", "records", "taking", "unread")
+    __slots__ = ("_lease", "_leasing", "_store", "_taken", "ctx", "live", "records", "taking", "unread")
 
     def __init__(self, ctx: AgentContext) -> None:
         self.ctx = ctx
+        self._store: tuple[LeasingStore, str] | None | bool = False  # False: not looked up yet
+        #: The run logs' own lease (when ``ctx.lease`` is None), once taken.
+        self._lease: Lease | None = None
+        self._leasing = trio.Lock()
         self.records: OrderedDict[str, RunRecord] = OrderedDict()
         #: Runs whose pump is still going (not ended, not lost).
         self.live = 0
@@ -253,6 +263,68 @@ class DetachedRuns:
         """
         while self.taking or any(receive.statistics().current_buffer_used for receive in self.unread):
             await self._taken.wait()
+
+    @property
+    def holds_lease(self) -> bool:
+        """Whether the run logs hold a lease of their own (released by :meth:`close`)."""
+        return self._lease is not None
+
+    def where(self) -> tuple[LeasingStore, str] | None:
+        """The store and key of the run logs: the session lease's, else ``<session key>#runs``; None without."""
+        lease = self.ctx.lease
+        if lease is not None:
+            return cast("LeasingStore", lease.store), lease.key
+        if self._store is False:
+            config = self.ctx.config
+            store = config.session_store
+            self._store = None
+            if store is not None:
+                bound = store.bind(self.ctx.cwd)
+                if isinstance(bound, LeasingStore):
+                    # The session key as persistence names it (condukt.agent.capabilities.persistence).
+                    name = self.ctx.handle.name
+                    key = str(config.session_store_key or config.id or (name if name is not None else self.ctx.id))
+                    self._store = (bound, key + RUNS_KEY_SUFFIX)
+        return self._store  # type: ignore[return-value]
+
+    async def writer(self, *, wait: float) -> Lease | None:
+        """The lease the run logs are written through, taken if needed (waiting up to ``wait`` s); None if none.
+
+        A lease that cannot be had (another live owner, the store away) is
+        logged: the runs' logs are then kept in memory only.
+        """
+        if self.ctx.lease is not None:
+            return self.ctx.lease
+        async with self._leasing:
+            lease = self._lease
+            if lease is not None and not (lease.released or lease.lost):
+                return lease
+            where = self.where()
+            if where is None:
+                return None
+            store, key = where
+            held = _HELD.get((id(store), key))
+            if held is not None and not held[1].alive and not (held[0].released or held[0].lost):
+                lease = held[0]  # a killed incarnation's: this one takes it over
+            else:
+                try:
+                    lease = await store.acquire(key, owner=repr(self.ctx.handle), wait=wait)
+                except (SessionOwned, StoreUnavailable) as exc:
+                    logger.error("%r: detached runs keep their logs in memory only: %s", self.ctx.handle, exc)
+                    return None
+            _HELD[(id(store), key)] = (lease, self.ctx.handle)
+            self._lease = lease
+            return lease
+
+    async def close(self) -> None:
+        """Release the run logs' own lease (the agent is stopping). Never raises for an unreachable store."""
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        where = self.where()
+        if where is not None and _HELD.get((id(where[0]), where[1]), (None,))[0] is lease:
+            del _HELD[(id(where[0]), where[1])]
+        await lease.release()
 
     @staticmethod
     def new_id() -> str:
@@ -275,10 +347,10 @@ class DetachedRuns:
 
     async def adopt(self, run: Run) -> None:
         """A run resumed after a restart: continue its stored log, when it has one (it was detached)."""
-        lease = self.ctx.lease
-        if lease is None:
+        where = self.where()
+        if where is None:
             return
-        log = await lease.store.read_run(lease.key, run.id)
+        log = await where[0].read_run(where[1], run.id)
         if log is None:
             return
         record = RunRecord.from_log(log)
@@ -296,11 +368,11 @@ class DetachedRuns:
         record = self.records.get(run_id)
         if record is not None:
             return record
-        lease = self.ctx.lease
+        where = self.where()
         log = None
-        if lease is not None:
+        if where is not None:
             try:
-                log = await lease.store.read_run(lease.key, run_id)
+                log = await where[0].read_run(where[1], run_id)
             except ValueError:  # not a run id any store takes
                 log = None
         if log is None:
@@ -315,14 +387,15 @@ class DetachedRuns:
         return record
 
     async def _close_interrupted(self, record: RunRecord) -> None:
-        lease = self.ctx.lease
-        assert lease is not None
         ending = (Error("Interrupted", _INTERRUPTED), Done("aborted"))
-        writer = _StoreLog(lease, record.run_id)
-        await writer.write(lease.log_events, record.run_id, ending, index=record.next_index)
+        lease = await self.writer(wait=0.0)
+        if lease is not None:
+            writer = _StoreLog(lease, record.run_id)
+            await writer.write(lease.log_events, record.run_id, ending, index=record.next_index)
         for event in ending:
             record.append(event)
-        await writer.write(lease.set_run, record.run_id, "aborted", record.to_store())
+        if lease is not None:
+            await writer.write(lease.set_run, record.run_id, "aborted", record.to_store())
 
     def _remember(self, record: RunRecord) -> None:
         self.records[record.run_id] = record
@@ -332,13 +405,15 @@ class DetachedRuns:
 
     async def _pump(self, record: RunRecord, receive: trio.MemoryReceiveChannel[Event], new: bool) -> None:
         """Move the run's events into its record (and the store first, when the agent holds a lease)."""
-        lease = self.ctx.lease
-        store = None if lease is None else _StoreLog(lease, record.run_id)
         self.unread.add(receive)
         try:
             async with receive:
+                where = self.where()
+                # Another node's lease on the logs (it died) expires within lease_ttl: wait for it.
+                lease = None if where is None else await self.writer(wait=where[0].lease_ttl * 1.5)
+                store = None if lease is None else _StoreLog(lease, record.run_id)
                 if store is not None and new:
-                    await store.write(lease.set_run, record.run_id, "queued")  # type: ignore[union-attr]
+                    await store.write(store.lease.set_run, record.run_id, "queued")
                 closed = False
                 while not (record.ended or closed):
                     try:
@@ -374,7 +449,7 @@ class DetachedRuns:
             self._taken = trio.Event()
 
     async def _log(self, record: RunRecord, batch: list[Event], store: _StoreLog | None) -> None:
-        lease = self.ctx.lease
+        lease = None if store is None else store.lease
         if store is not None and lease is not None:
             if record.status == "queued" and any(type(event) is AgentStart for event in batch):
                 await store.write(lease.set_run, record.run_id, "running")

@@ -157,18 +157,20 @@ class AgentState(Lineup):
 
     def needs_stop(self) -> bool:
         """Whether :meth:`stop` has work to do when the process exits."""
-        return bool(self.hooks.stop) or bool(self.lifecycle.queue) or self.detached.live > 0
+        detached = self.detached
+        return bool(self.hooks.stop) or bool(self.lifecycle.queue) or detached.live > 0 or detached.holds_lease
 
     async def stop(self, reason: ExitReason) -> None:
         """The process is exiting: queued streams end, capabilities stop (bounded by the shutdown budget).
 
         Detached runs' logs are written to the store before the capabilities
-        (persistence: the lease) stop.
+        (persistence: the lease) stop; the run logs' own lease is released last.
         """
         self.lifecycle.close()
         await self.detached.flush()
         for stop in self.hooks.stop:
             await stop(self.context, reason)
+        await self.detached.close()
 
     # ------------------------------------------------------------------ mailbox
 

@@ -7,8 +7,7 @@ from typing import Any
 
 import attrs
 
-from ...otp import ExitReason
-from ...sessions import Lease, LeasingStore, SessionStore, Snapshot
+from ...sessions import SessionStore, Snapshot
 from .._capability import Builtin, Capability
 from .._context import AgentContext
 from .._run import resumed_turn
@@ -17,10 +16,6 @@ __all__ = ["Persistence"]
 
 #: Settings a snapshot restores unless the start options give them.
 _RESTORED = ("system_prompt", "model", "thinking_level")
-
-#: The leases agents of this process hold, by store and key, with the handle of the agent holding it:
-#: an incarnation that was killed (no ``stop``) leaves its lease here, and its successor takes it over.
-_HELD: dict[tuple[int, str], tuple[Lease, Any]] = {}
 
 
 class Persistence(Builtin):
@@ -40,8 +35,6 @@ class Persistence(Builtin):
     def __init__(self, store: SessionStore) -> None:
         self.store = store
         self.key = ""
-        #: The lease on the key, with a leasing store (every shipped store); also ``ctx.lease``.
-        self.lease: Lease | None = None
 
     @classmethod
     def at_start(cls, ctx: AgentContext) -> Capability | None:
@@ -58,13 +51,7 @@ class Persistence(Builtin):
         self.store = self.store.bind(ctx.cwd)
         name = ctx.handle.name
         self.key = str(config.session_store_key or config.id or (name if name is not None else ctx.id))
-        if isinstance(self.store, LeasingStore):
-            # One owner per key: the lease is held until the agent stops (``stop``);
-            # its saves and the detached runs' event logs are fenced by it.
-            self.lease = ctx.lease = await self._acquire(self.store, ctx)
-            snapshot = await self.lease.load()
-        else:
-            snapshot = await self.store.load(self.key)
+        snapshot = await self.store.load(self.key)
         if snapshot is None:
             return
         ctx.messages[:] = snapshot.messages
@@ -86,51 +73,29 @@ class Persistence(Builtin):
             ctx.config = attrs.evolve(config, **keep)
             ctx.system_prompt = ctx.config.system_prompt
 
-    async def _acquire(self, store: LeasingStore, ctx: AgentContext) -> Lease:
-        """The key's lease: a killed predecessor's on this node (taken over), else a new one."""
-        held = _HELD.get((id(store), self.key))
-        if held is not None and not held[1].alive and not held[0].released and not held[0].lost:
-            lease = held[0]
-        else:
-            lease = await store.acquire(self.key, owner=repr(ctx.handle))
-        _HELD[(id(store), self.key)] = (lease, ctx.handle)
-        return lease
-
     async def history_changed(self, ctx: AgentContext) -> None:
         """Save the conversation (file I/O runs in the store's worker threads).
 
         Cancelled with the run it saves for (the next save carries what this one missed).
         """
-        lease = self.lease
         if not ctx.messages:
-            await (lease.delete() if lease is not None else self.store.delete(self.key))
+            await self.store.delete(self.key)
             return
         config = ctx.config
         run = ctx.checkpoint()
         messages = ctx.messages
         if run is None and resumed_turn(messages) is not None:
             messages = messages[:-1]  # a turn in flight is stored only with the checkpoint that finishes it
-        snapshot = Snapshot(
-            id=ctx.id,
-            messages=tuple(messages),
-            model=config.model if isinstance(config.model, str) else None,
-            thinking_level=config.thinking_level,
-            system_prompt=config.system_prompt,
-            created_at=ctx.created_at,
-            updated_at=time.time(),
-            run=run,
+        await self.store.save(
+            self.key,
+            Snapshot(
+                id=ctx.id,
+                messages=tuple(messages),
+                model=config.model if isinstance(config.model, str) else None,
+                thinking_level=config.thinking_level,
+                system_prompt=config.system_prompt,
+                created_at=ctx.created_at,
+                updated_at=time.time(),
+                run=run,
+            ),
         )
-        await (lease.save(snapshot) if lease is not None else self.store.save(self.key, snapshot))
-
-    async def stop(self, ctx: AgentContext, reason: ExitReason) -> None:
-        """Release the key's lease (another owner may take it at once); never raises for an unreachable store.
-
-        Cancellation does not interrupt the release (it is bounded by the store's ``lease_ttl``).
-        """
-        lease, self.lease = self.lease, None
-        if lease is not None:
-            ctx.lease = None
-            held = _HELD.get((id(self.store), self.key))
-            if held is not None and held[0] is lease:
-                del _HELD[(id(self.store), self.key)]
-            await lease.release()
