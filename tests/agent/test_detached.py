@@ -13,7 +13,7 @@ from condukt.agent import DETACHED_EVENTS, RUNS_KEY_SUFFIX, EventsEvicted, RunFa
 from condukt.events import AgentEnd, AgentStart, Done, Error, Event, TextDelta, ToolCallStart
 from condukt.messages import ToolResultMessage
 from condukt.providers import ModelError
-from condukt.sessions import LeasingStore, MemoryStore, RunLog
+from condukt.sessions import LeasingStore, MemoryStore, RunLog, StoreUnavailable
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
 
 
@@ -259,3 +259,16 @@ async def read_all_until_tool(agent: condukt.AgentHandle, run_id: str) -> list[t
             if type(event) is ToolCallStart:
                 return found
     return found
+
+
+async def test_a_store_that_cannot_be_read_fails_the_attach_not_the_agent(autojump_clock: Any) -> None:
+    class Down(MemoryStore):
+        async def read_run(self, key: str, run_id: str, *, after: int = -1) -> RunLog | None:
+            raise StoreUnavailable("the database is down")
+
+    async with condukt.open_node() as node:
+        agent = await node.spawn(condukt.Agent, model=ScriptedModel([reply("still here")]), session_store=Down())
+        with pytest.raises(StoreUnavailable):
+            await agent.result("some-run")
+        assert agent.alive
+        assert await agent.run("hi") == "still here"

@@ -23,7 +23,7 @@ from ..events import Event
 from ..messages import AssistantMessage, UserMessage
 from ..otp import NO_REPLY, Caller, ExitReason, Server
 from ..secrets import Secrets, resolve_secrets
-from ..sessions import RunCheckpoint
+from ..sessions import RunCheckpoint, SnapshotError, StoreUnavailable
 from ..tools import resolve_tools
 from ._capability import NO_HOOKS, Capability, Hooks
 from ._config import AgentConfig
@@ -203,7 +203,12 @@ class AgentState(Lineup):
             if kind is GetLastResult:
                 return self.context.last_result
             if kind is AttachRun:
-                return await self.detached.find(request.run_id)
+                try:
+                    return await self.detached.find(request.run_id)
+                except (AgentError, SnapshotError, StoreUnavailable, ValueError) as exc:
+                    # Unknown, or the store could not be read: the caller's error, not the agent's.
+                    caller.reply_error(exc)
+                    return NO_REPLY
             for answer in self.hooks.answer:
                 reply = answer(request)
                 if reply is not NotImplemented:
