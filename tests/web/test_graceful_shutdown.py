@@ -94,7 +94,7 @@ async def test_sigterm_with_a_run_streaming_ends_the_stream_with_done_within_the
                             if health.status_code == 503:
                                 break
                             await trio.sleep(0.02)
-                    assert health.json()["status"] == "draining"
+                    assert health.json()["error"] == "ShuttingDown"
                     refused = await client.post("/agents/gated/runs", json={"prompt": "another"})
                     assert refused.status_code == 503, refused.text
                     assert refused.json()["error"] == "ShuttingDown"

@@ -438,9 +438,9 @@ class Endpoint:
                                     public_document=self.public_openapi, extra=extra, schemas=schemas))
 
     async def healthz(self, request: Request) -> Response:
-        """``GET /healthz``: no auth; 503 ``{"status": "draining"}`` once the app shuts down."""
+        """``GET /healthz``: no auth; 503 ``ShuttingDown`` once the app shuts down (a load balancer stops sending)."""
         if self.draining:
-            return JSONResponse({"status": "draining", "sessions": len(self.sessions)}, 503)
+            return _shutting_down().response()
         return JSONResponse({"status": "ok", "sessions": len(self.sessions)})
 
 
@@ -735,8 +735,8 @@ def session_routes(endpoint: Endpoint) -> list[Route]:
 async def drain(app: Starlette, *, grace: float | None = None) -> None:
     """Shut a :func:`create_app` app down gracefully; returns once every session has stopped.
 
-    New runs get 503 with ``Retry-After`` (and ``GET /healthz`` 503
-    ``draining``, so a load balancer stops sending); runs in flight (JSON
+    New runs get 503 with ``Retry-After`` (and ``GET /healthz`` 503,
+    so a load balancer stops sending); runs in flight (JSON
     and SSE runs, detached runs this app started) get up to ``grace``
     seconds (default: the app's ``shutdown_grace``) to finish, their streams
     ending with ``done``; then the sessions' agents stop (the runs still

@@ -268,8 +268,9 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
             {422: "The input does not match the operation's schema (see 'errors')", 429: None, 500: None, 502: None,
              504: None},
         ))
-    health = _closed({"status": {"type": "string", "enum": ["ok", "draining"]}, "sessions": _INT})
-    ops.append(Operation("/healthz", "get", "healthz", "Liveness (no auth)", health, public=True))
+    ops.append(Operation("/healthz", "get", "healthz", "Liveness (no auth)",
+                         _closed({"status": {"type": "string", "enum": ["ok"]}, "sessions": _INT}),
+                         errors={503: "Shutting down: the server is draining (see docs/http.md)"}, public=True))
     ops.append(Operation("/openapi.json", "get", "openapi", "This document",
                          {"type": "object", "additionalProperties": True}, public=public_document))
     ops.extend(extra)
@@ -284,7 +285,6 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
     events = paths["/sessions/{id}/runs/{run_id}/events"]["get"]["responses"]["200"]
     events["description"] = "Every event after Last-Event-ID (each with 'id: <index>'), up to done"
     events["content"].pop("application/json", None)
-    paths["/healthz"]["get"]["responses"]["503"] = _json(health, "Shutting down: draining (see docs/http.md)")
     attrs_schema(Usage, components)
     attrs_schema(PendingApproval, components)
     components.update({
