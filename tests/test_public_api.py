@@ -37,7 +37,8 @@ SUBPACKAGES = {
         "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentContext", "AgentError", "AgentHandle",
         "AgentInfo", "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail",
         "InvalidInput", "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run",
-        "RunInfo", "RunResult", "RunTimeout", "Subagent", "SubagentSupervisor", "ToolCallInfo", "UnknownApproval",
+        "RunInfo", "RunResult", "RunTimeout", "SessionLost", "Subagent", "SubagentSupervisor", "ToolCallInfo",
+        "UnknownApproval",
         "UnknownOperation", "UsageLimitExceeded", "UsageLimits", "capabilities", "operation", "operations_of",
         "run", "run_operation",
         # Detached runs (submit/attach/result).
@@ -47,7 +48,7 @@ SUBPACKAGES = {
     "condukt.agent.capabilities": {
         "BUILTINS", "ORDER", "OWN", "Approvals", "Builtin", "Compaction", "GuardrailTripped", "InputGuardrail",
         "OutputGuardrail", "Persistence", "ProjectInstructions", "ResumeCheckpoints", "Resumption", "Scrubbing",
-        "StructuredOutput", "Subagents", "Telemetry", "ToolSources", "UsageLimitExceeded", "UsageLimits",
+        "StructuredOutput", "Subagents", "Telemetry", "ToolJournal", "ToolSources", "UsageLimitExceeded", "UsageLimits",
     },
     "condukt.compaction": {"Compactor", "Sliding", "ToolResultPrune", "compact_with"},
     "condukt.instructions": {"INSTRUCTION_FILES", "Skill", "load_project_instructions", "read_skills"},

@@ -203,7 +203,7 @@ async def test_with_a_store_the_log_and_result_outlive_the_incarnation(autojump_
 
 async def test_a_stored_run_no_incarnation_finishes_is_closed_as_interrupted(autojump_clock: Any) -> None:
     store = MemoryStore()
-    lease = await store.acquire("key" + RUNS_KEY_SUFFIX)  # a node that died mid-run left this log
+    lease = await store.acquire("key")  # a node that died mid-run left this log (under the session key: ctx.lease)
     await lease.log_events("r1", [AgentStart("s", "hi", "r1")])
     await lease.release()
     async with condukt.open_node() as node:
