@@ -41,6 +41,9 @@ SUBPACKAGES = {
         "SessionLost", "StepError", "Steps", "Subagent", "SubagentSupervisor", "ToolCallInfo", "ToolsStep",
         "UnknownApproval", "UnknownInputRequest", "UnknownOperation", "UsageLimitExceeded", "UsageLimits",
         "capabilities", "operation", "operations_of", "run", "run_operation",
+        # Detached runs (submit/attach/result).
+        "DETACHED_EVENTS", "DETACHED_KEPT", "RUNS_KEY_SUFFIX", "AttachedStream", "DetachedRunInfo", "EventsEvicted",
+        "RunFailed", "UnknownRun",
     },
     "condukt.agent.capabilities": {
         "BUILTINS", "ORDER", "OWN", "Approvals", "Builtin", "Compaction", "Deferred", "GuardrailTripped", "Handoff",
@@ -79,7 +82,7 @@ SUBPACKAGES = {
         "open_node", "run",
     },
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},
-    "condukt.web": {"BrowserGuard", "SessionsFull", "ag_ui_app", "create_app", "openai_app", "vercel_ai_app"},
+    "condukt.web": {"BrowserGuard", "SessionsFull", "ag_ui_app", "create_app", "drain", "openai_app", "vercel_ai_app"},
     "condukt.web.uvicorn": {"HEADER_TIMEOUT", "HTTPProtocol"},
     "condukt.web.lowlevel": {
         "AgentRoute", "AppNode", "ProtocolError", "Sessions", "SessionsFull", "attachment",

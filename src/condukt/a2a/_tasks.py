@@ -8,10 +8,11 @@ subprocesses killed). Readers wait on the record (:class:`TaskRecord`):
 ``message/send`` for its end, ``message/stream`` and resubscriptions for its
 events.
 
-This is the shape detached runs (``agent.submit`` / ``attach`` /
-``result``) will take over: ``start`` becomes ``submit``, a record's
-listeners ``attach``, and its end ``result``; the records then move into
-the session store with the runs.
+Each task's run is a detached run of its context's agent
+(``agent.submit``): its id is known from the start (``tasks/cancel`` aborts
+it by id, queued or running), the runner follows it with ``attach`` and
+reads its outcome with ``result``, and with a session store its event log
+and result are kept there with the session's.
 """
 
 from __future__ import annotations
@@ -189,17 +190,21 @@ class Runner(Server):
 
 
 async def _drive(record: TaskRecord, timeout: float | None) -> None:
-    """Run the task's prompt on its agent, following its events; never raises (it would crash the runner).
+    """Submit the task's prompt as a detached run and follow it to its end; never raises (it would crash the runner).
 
-    ``agent.run`` with an event callback rather than ``agent.stream``: no
-    channel between the run and this task (``benchmarks/protocols.py``
-    measures the difference); the run's id comes with its ``AgentStart``.
+    ``benchmarks/protocols.py`` measures what following a detached run costs
+    against a run with an event callback.
     """
     status, text = "failed", ""
     try:
-        result = await record.agent.run(record.prompt, images=list(record.images) or None,
-                                        documents=list(record.documents) or None, timeout=timeout,
-                                        on_event=record.on_event)
+        agent = record.agent
+        run_id = await agent.submit(record.prompt, images=list(record.images) or None,
+                                    documents=list(record.documents) or None, timeout=timeout)
+        record.run_id = run_id
+        async with agent.attach(run_id) as run_events:
+            async for event in run_events:
+                await record.on_event(event)
+        result = await agent.result(run_id)
         status, text = "completed", result if isinstance(result, str) else str(result)
     except Aborted:
         status, text = "aborted", "the task was canceled"

@@ -18,10 +18,12 @@ from ._agent import Agent
 from ._capability import Capability
 from ._config import AGENT_OPTIONS, AgentConfig
 from ._context import AgentContext
+from ._detached import DETACHED_EVENTS, DETACHED_KEPT, RUNS_KEY_SUFFIX
 from ._errors import (
     Aborted,
     AgentError,
     Busy,
+    EventsEvicted,
     HandoffCycle,
     HandoffFailed,
     InputAlreadyAnswered,
@@ -29,14 +31,16 @@ from ._errors import (
     InvalidOutput,
     NoResultSubmitted,
     NotRunning,
+    RunFailed,
     RunTimeout,
     SessionLost,
     UnknownApproval,
     UnknownInputRequest,
     UnknownOperation,
+    UnknownRun,
 )
-from ._handle import STREAM_BUFFER, AgentHandle, EventStream
-from ._info import AgentInfo, RunInfo, ToolCallInfo
+from ._handle import STREAM_BUFFER, AgentHandle, AttachedStream, EventStream
+from ._info import AgentInfo, DetachedRunInfo, RunInfo, ToolCallInfo
 from ._oneshot import run
 from ._operations import BoundOperation, Operation, operation, operations_of, run_operation
 from ._result import RunResult
@@ -48,6 +52,9 @@ from .capabilities.usage_limits import UsageLimitExceeded, UsageLimits
 
 __all__ = [
     "AGENT_OPTIONS",
+    "DETACHED_EVENTS",
+    "DETACHED_KEPT",
+    "RUNS_KEY_SUFFIX",
     "STREAM_BUFFER",
     "Aborted",
     "Agent",
@@ -56,10 +63,13 @@ __all__ = [
     "AgentError",
     "AgentHandle",
     "AgentInfo",
+    "AttachedStream",
     "BoundOperation",
     "Busy",
     "Capability",
+    "DetachedRunInfo",
     "EventStream",
+    "EventsEvicted",
     "GuardrailTripped",
     "HandoffCycle",
     "HandoffFailed",
@@ -73,6 +83,7 @@ __all__ = [
     "Operation",
     "OutputGuardrail",
     "Run",
+    "RunFailed",
     "RunInfo",
     "RunResult",
     "RunTimeout",
@@ -86,6 +97,7 @@ __all__ = [
     "UnknownApproval",
     "UnknownInputRequest",
     "UnknownOperation",
+    "UnknownRun",
     "UsageLimitExceeded",
     "UsageLimits",
     "capabilities",

@@ -8,6 +8,7 @@ __all__ = [
     "Aborted",
     "AgentError",
     "Busy",
+    "EventsEvicted",
     "HandoffCycle",
     "HandoffFailed",
     "InputAlreadyAnswered",
@@ -15,11 +16,13 @@ __all__ = [
     "InvalidOutput",
     "NoResultSubmitted",
     "NotRunning",
+    "RunFailed",
     "RunTimeout",
     "SessionLost",
     "UnknownApproval",
     "UnknownInputRequest",
     "UnknownOperation",
+    "UnknownRun",
 ]
 
 
@@ -83,6 +86,54 @@ class UnknownApproval(AgentError, LookupError):
         super().__init__(f"no tool call {call_id!r} is waiting for approval")
         #: The call id asked about.
         self.call_id = call_id
+
+
+class UnknownRun(AgentError, LookupError):
+    """No detached run with that id: never submitted to this agent, or forgotten.
+
+    An agent remembers its last ``DETACHED_KEPT`` ended runs in memory; with a
+    session store, older ones (up to the store's ``runs`` per key) are read
+    back from it.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no detached run {run_id!r:.200}")
+        #: The run id asked about.
+        self.run_id = run_id
+
+
+class EventsEvicted(AgentError, LookupError):
+    """``attach(run_id, after=...)`` asked for events older than the run's log still keeps.
+
+    A detached run's log keeps its last ``DETACHED_EVENTS`` events (the
+    store its ``run_events``); ``first_index`` is the oldest one kept:
+    attach again with ``after=first_index - 1`` to read from there.
+    """
+
+    def __init__(self, run_id: str, after: int, first_index: int) -> None:
+        super().__init__(
+            f"run {run_id!r:.200} keeps events from index {first_index} on; events after {after} were evicted"
+        )
+        self.run_id = run_id
+        self.after = after
+        #: The oldest event index the log still keeps.
+        self.first_index = first_index
+
+
+class RunFailed(AgentError):
+    """A detached run failed in another incarnation (its exception is known by name and message only).
+
+    Raised by ``result(run_id)`` when the run's outcome was read back from
+    the store; in the incarnation that ran it, ``result`` raises the run's
+    own exception instead.
+    """
+
+    def __init__(self, run_id: str, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.run_id = run_id
+        #: The exception class name of the run's failure.
+        self.error_type = error_type
+        self.message = message
 
 
 class SessionLost(AgentError):

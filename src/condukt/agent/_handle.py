@@ -13,18 +13,19 @@ import trio
 
 from ..events import AgentEnd, Done, Error, Event
 from ..messages import DocumentBlock, ImageBlock, Message
-from ..otp import CallError, CallingSelf, ConduktError, Handle, NoProc
+from ..otp import CallError, CallingSelf, CallTimeout, ConduktError, Handle, NoProc
 from ..otp.lowlevel import send_system, server_of, start_call
 from ..providers import ModelSettings
 from ..providers.lowlevel import model_settings as check_model_settings
 from ..schema import Schema
 from ..tools.read import IMAGE_TYPES
 from ._errors import Aborted
-from ._info import AgentInfo
+from ._info import AgentInfo, DetachedRunInfo
 from ._input import render_input
 from ._operations import run_operation
 from ._requests import (
     AbortRun,
+    AttachRun,
     CancelRun,
     Clear,
     Compact,
@@ -46,7 +47,15 @@ from ._validate import check_callable, check_count, check_seconds, check_str
 if TYPE_CHECKING:
     from ..sessions import PendingApproval, PendingInput
 
-__all__ = ["STREAM_BUFFER", "AgentHandle", "EventStream", "refuse_inside_own_run", "run_request", "submit_run"]
+__all__ = [
+    "STREAM_BUFFER",
+    "AgentHandle",
+    "AttachedStream",
+    "EventStream",
+    "refuse_inside_own_run",
+    "run_request",
+    "submit_run",
+]
 
 #: Events buffered between a streaming run and its reader; a slower reader
 #: holds the run back rather than letting memory grow.
@@ -359,6 +368,124 @@ class AgentHandle(Handle):
         refuse_inside_own_run(self, "iter()")
         return _StepsContext(self, request)
 
+    async def submit(
+        self,
+        prompt: str,
+        *,
+        timeout: float | None = 300,
+        max_turns: int | None = None,
+        images: Iterable[ImageBlock | str | os.PathLike[str]] | None = None,
+        output: Any = None,
+        input: Any = None,
+        input_schema: Any = None,
+        on_event: Callable[[Event], Awaitable[None]] | None = None,
+        documents: Iterable[DocumentBlock | str | os.PathLike[str]] | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
+    ) -> str:
+        """Start ``prompt`` as a *detached* run (or queue it) and return its id at once.
+
+        Nobody waits for a detached run: it goes on until it ends, whoever
+        attaches to it or leaves. Read its events with :meth:`attach`, its
+        outcome with :meth:`result`, where it stands with :meth:`run_info`;
+        stop it with ``abort(run_id)``. The id is a UUIDv7 (usable as one URL
+        path segment); the run's events are numbered from 0.
+
+        Its event log is kept by the agent (the last ``DETACHED_EVENTS``
+        events) and, when the agent owns its key in a session store, in the
+        store too: after the node died, an agent restarted on the same key
+        with ``resume=True`` finishes the run and ``attach``/``result`` by
+        the same id work there (``docs/sessions.md``, "Detached runs").
+
+        Takes :meth:`run`'s options and raises what it raises for them,
+        :class:`Busy` when the queue is full and
+        :class:`~condukt.CallingSelf` from inside the agent's own run.
+        Cancelling the caller before the agent read the request withdraws it
+        (no run); once it is read, the run goes on.
+        """
+        request = run_request(
+            prompt, timeout, max_turns, images, output, input, input_schema, on_event, documents, model_settings
+        )
+        request.detached = True
+        refuse_inside_own_run(self, "submit()")
+        run_id: str = await self.call(request, timeout=None)
+        return run_id
+
+    def attach(self, run_id: str, *, after: int = -1) -> _AttachContext:
+        """Read the events of the detached run ``run_id`` with an index greater than ``after``, up to its ``Done``.
+
+        ::
+
+            async with agent.attach(run_id) as events:
+                async for event in events:
+                    ...  # events.index is the index of this event
+
+        Events already logged are replayed, then new ones follow as they
+        happen; the iteration ends after :class:`~condukt.events.Done`, with
+        ``events.result`` / ``events.error`` set as :meth:`stream` sets them.
+        Any number of readers may attach to one run, each at its own pace
+        (the run never waits for them); leaving the block, or cancelling the
+        reader, never affects the run. Reconnecting with ``after=`` the last
+        index seen gives every event exactly once.
+
+        Raises on entry :class:`UnknownRun` for an id this agent (and its
+        store) does not know, :class:`EventsEvicted` when events after
+        ``after`` are no longer kept, ``TypeError``/``ValueError`` for bad
+        arguments; while iterating, :class:`~condukt.CallError` if the agent
+        exited before the run's end (with a store and ``resume=True``, its
+        next incarnation finishes it: attach again there).
+        """
+        check_str("run_id", run_id, optional=False)
+        if isinstance(after, bool) or not isinstance(after, int):
+            raise TypeError(f"after must be an int, got {type(after).__name__}")
+        if after < -1:
+            raise ValueError(f"after must be >= -1, got {after}")
+        return _AttachContext(self, run_id, after)
+
+    async def result(self, run_id: str, *, timeout: float | None = None) -> Any:
+        """Wait for the detached run ``run_id`` to end; return its result or raise its error.
+
+        The result is what :meth:`run` would have returned; the error what
+        it would have raised (:class:`Aborted`, :class:`RunTimeout`...). A
+        run that ended in an earlier incarnation of the agent (read back
+        from its store) returns its final text (a structured run: its JSON
+        data), and a failure it had is raised as :class:`RunFailed`
+        (:class:`Aborted` and :class:`RunTimeout` keep their class).
+
+        Raises :class:`UnknownRun` for an unknown id,
+        :class:`~condukt.CallTimeout` after ``timeout`` seconds (the run goes
+        on), :class:`~condukt.CallError` if the agent exited before the run
+        ended. Cancelling the caller only stops the wait: the run goes on.
+        """
+        check_str("run_id", run_id, optional=False)
+        timeout = check_seconds("timeout", timeout)
+        with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
+            record = await self._record(run_id)
+            while not record.ended:
+                if record.lost is not None:
+                    reason = self.exit_reason
+                    raise CallError(reason, f"agent exited before run {run_id} finished: {reason!r}")
+                await record.wait()
+        if scope.cancelled_caught:
+            raise CallTimeout(f"run {run_id} did not end within {timeout} s")
+        return record.outcome()
+
+    async def run_info(self, run_id: str, *, timeout: float | None = 5.0) -> DetachedRunInfo:
+        """Where the detached run ``run_id`` stands: a :class:`DetachedRunInfo` (status, text, error, indexes).
+
+        Raises :class:`UnknownRun` for an unknown id,
+        :class:`~condukt.CallTimeout` after ``timeout``. Cancelling the
+        caller only stops the wait.
+        """
+        check_str("run_id", run_id, optional=False)
+        record = await self._record(run_id, check_seconds("timeout", timeout))
+        info: DetachedRunInfo = record.info()
+        return info
+
+    async def _record(self, run_id: str, timeout: float | None = None) -> Any:
+        """The agent's ``RunRecord`` of ``run_id`` (read in this task; written by the agent's pump)."""
+        record: Any = await self.call(AttachRun(run_id), timeout=timeout)
+        return record
+
     async def abort(self, run_id: str | None = None) -> bool:
         """Stop a run for real and wait until it has stopped; whether it stopped the run meant.
 
@@ -669,3 +796,64 @@ class _StreamContext:
                     await self._handle.call(AbortRun(self._request), timeout=None)
                 except ConduktError:
                     pass
+
+
+class AttachedStream:
+    """The events of one detached run, read by one reader (``agent.attach``); ends after ``Done``."""
+
+    def __init__(self, handle: AgentHandle, record: Any, after: int) -> None:
+        self._handle = handle
+        self._record = record
+        #: The run's id.
+        self.run_id = record.run_id
+        #: The index of the last event this reader got (``after`` before the first).
+        self.index = after
+        self.done: Done | None = None
+        #: The final text once the run completed.
+        self.result: str | None = None
+        #: The :class:`~condukt.events.Error` event if the run failed.
+        self.error: Error | None = None
+
+    def __aiter__(self) -> AttachedStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self.done is not None:
+            raise StopAsyncIteration
+        record = self._record
+        while True:
+            event: Event | None = record.event(self.index + 1)  # EventsEvicted for a reader that fell too far behind
+            if event is not None:
+                break
+            if record.lost is not None:
+                reason = self._handle.exit_reason
+                raise CallError(reason, f"agent exited before run {self.run_id} finished: {reason!r}")
+            await record.wait()
+        self.index += 1
+        if type(event) is AgentEnd:
+            self.result = event.text
+        elif type(event) is Error:
+            self.error = event
+        elif type(event) is Done:
+            self.done = event
+        return event
+
+
+class _AttachContext:
+    def __init__(self, handle: AgentHandle, run_id: str, after: int) -> None:
+        self._handle = handle
+        self._run_id = run_id
+        self._after = after
+
+    async def __aenter__(self) -> AttachedStream:
+        record = await self._handle._record(self._run_id)
+        record.event(self._after + 1)  # EventsEvicted at once when they are gone
+        return AttachedStream(self._handle, record, self._after)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None  # detaching never affects the run

@@ -6,7 +6,7 @@ import attrs
 
 from ..messages import Usage
 
-__all__ = ["AgentInfo", "RunInfo", "ToolCallInfo"]
+__all__ = ["AgentInfo", "DetachedRunInfo", "RunInfo", "ToolCallInfo"]
 
 
 @attrs.frozen
@@ -41,3 +41,23 @@ class AgentInfo:
     state: str
     queued: int
     run: RunInfo | None
+
+
+@attrs.frozen
+class DetachedRunInfo:
+    """Where a detached run stands (``agent.run_info(run_id)``).
+
+    ``status``: ``"queued"``, ``"running"``, ``"done"``, ``"failed"`` or
+    ``"aborted"``. ``text``: the final text once done (a structured run's
+    result as JSON text). ``error_type``/``message``: why it failed or was
+    aborted. ``first_index``/``next_index``: the oldest event index still
+    kept, and the index the next event gets.
+    """
+
+    run_id: str
+    status: str
+    text: str | None = None
+    error_type: str | None = None
+    message: str | None = None
+    first_index: int = 0
+    next_index: int = 0

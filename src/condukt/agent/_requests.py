@@ -19,6 +19,7 @@ from ._errors import UnknownApproval, UnknownInputRequest
 
 __all__ = [
     "AbortRun",
+    "AttachRun",
     "CancelRun",
     "Clear",
     "Compact",
@@ -56,6 +57,8 @@ class RunRequest:
     model_settings: Any = None
     #: Capabilities of this run only (``capabilities=``), hooked in after the agent's own.
     capabilities: tuple[Any, ...] = ()
+    #: A detached run (``submit``): the agent logs its events; the reply is its id.
+    detached: bool = False
 
 
 @final
@@ -72,6 +75,14 @@ class AbortRun:
     run: RunRequest | None = None
     run_id: str | None = None
     from_run: bool = False
+
+
+@final
+@attrs.frozen
+class AttachRun:
+    """Ask for a detached run's record (:class:`~condukt.agent._detached.RunRecord`); ``UnknownRun`` if none."""
+
+    run_id: str
 
 
 @final

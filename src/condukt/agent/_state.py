@@ -23,17 +23,19 @@ from ..events import Event
 from ..messages import AssistantMessage, UserMessage
 from ..otp import NO_REPLY, Caller, ExitReason, Server
 from ..secrets import Secrets, resolve_secrets
-from ..sessions import RunCheckpoint
+from ..sessions import RunCheckpoint, SnapshotError, StoreUnavailable
 from ..tools import resolve_tools
 from ._capability import NO_HOOKS, Capability, Hooks
 from ._config import AgentConfig
 from ._context import NO_ENV, AgentContext, Behaviour
+from ._detached import DetachedRuns
 from ._errors import AgentError, Busy, NotRunning
 from ._info import AgentInfo, RunInfo, ToolCallInfo
 from ._lifecycle import Lifecycle, State
 from ._plan import Lineup, at_start, once_resolved, run_hooks
 from ._requests import (
     AbortRun,
+    AttachRun,
     CancelRun,
     Clear,
     Compact,
@@ -65,7 +67,7 @@ class AgentState(Lineup):
     runs that point to the context and the :class:`~condukt.agent._run.Listeners`.
     """
 
-    __slots__ = ("_runs", "agent", "context", "hooks", "lifecycle", "listeners")
+    __slots__ = ("_runs", "agent", "context", "detached", "hooks", "lifecycle", "listeners")
 
     def __init__(
         self,
@@ -82,6 +84,8 @@ class AgentState(Lineup):
         self.hooks = NO_HOOKS
         self.lifecycle = Lifecycle(self.context, self)
         self._runs = 0
+        #: The detached runs (``submit``/``attach``/``result``) and their event logs.
+        self.detached = DetachedRuns(self.context)
 
     # ------------------------------------------------------------------ start and stop
 
@@ -125,7 +129,9 @@ class AgentState(Lineup):
             raise
         restored = ctx.restored_run
         if restored is not None:
-            self.lifecycle.submit(self._resumed_run(restored))
+            run = self._resumed_run(restored)
+            await self.detached.adopt(run)  # a detached run's log goes on where it stopped
+            self.lifecycle.submit(run)
 
     async def _stop_set_up(self, set_up: list[Capability], failure: BaseException) -> None:
         """A failed start: stop the capabilities already set up (last first), shielded; a failing stop is logged."""
@@ -153,13 +159,20 @@ class AgentState(Lineup):
 
     def needs_stop(self) -> bool:
         """Whether :meth:`stop` has work to do when the process exits."""
-        return bool(self.hooks.stop) or bool(self.lifecycle.queue)
+        detached = self.detached
+        return bool(self.hooks.stop) or bool(self.lifecycle.queue) or detached.live > 0 or detached.holds_lease
 
     async def stop(self, reason: ExitReason) -> None:
-        """The process is exiting: queued streams end, capabilities stop (bounded by the shutdown budget)."""
+        """The process is exiting: queued streams end, capabilities stop (bounded by the shutdown budget).
+
+        Detached runs' logs are written to the store before the capabilities
+        (persistence: the lease) stop; the run logs' own lease is released last.
+        """
         self.lifecycle.close()
+        await self.detached.flush()
         for stop in self.hooks.stop:
             await stop(self.context, reason)
+        await self.detached.close()
 
     # ------------------------------------------------------------------ mailbox
 
@@ -191,6 +204,13 @@ class AgentState(Lineup):
                 return lifecycle.submit_operation(self._compact, caller)
             if kind is GetLastResult:
                 return self.context.last_result
+            if kind is AttachRun:
+                try:
+                    return await self.detached.find(request.run_id)
+                except (AgentError, SnapshotError, StoreUnavailable, ValueError) as exc:
+                    # Unknown, or the store could not be read: the caller's error, not the agent's.
+                    caller.reply_error(exc)
+                    return NO_REPLY
             for answer in self.hooks.answer:
                 reply = answer(request)
                 if reply is not NotImplemented:
@@ -204,6 +224,8 @@ class AgentState(Lineup):
 
     def submit_run(self, request: RunRequest, caller: Caller) -> Any:
         """Start or queue the run ``request`` asks for; the reply (a stream's run id) or ``NO_REPLY``."""
+        if request.detached:
+            return self._submit_detached(request, caller)
         stream = request.sink is not None
         run = self._new_run(request, None if stream else caller)
         try:
@@ -212,6 +234,21 @@ class AgentState(Lineup):
             caller.reply_error(exc)
             return NO_REPLY
         return run.id if stream else NO_REPLY
+
+    def _submit_detached(self, request: RunRequest, caller: Caller) -> Any:
+        """Start or queue a detached run: its events go to its log; the reply is its id."""
+        detached = self.detached
+        run = self._new_run(request, None, run_id=detached.new_id())
+        record, send, receive = detached.open(run)
+        try:
+            self.lifecycle.submit(run)
+        except Busy as exc:
+            send.close()
+            receive.close()
+            caller.reply_error(exc)
+            return NO_REPLY
+        detached.start(record, receive, new=True)
+        return run.id
 
     def handle_info(self, message: Any) -> bool:
         """Handle a runtime notice; False if it is not the agent's."""
@@ -222,10 +259,18 @@ class AgentState(Lineup):
 
     # ------------------------------------------------------------------ runs
 
-    def _new_run(self, request: RunRequest, caller: Caller | None, resumed: RunCheckpoint | None = None) -> Run:
+    def _new_run(
+        self,
+        request: RunRequest,
+        caller: Caller | None,
+        resumed: RunCheckpoint | None = None,
+        *,
+        run_id: str | None = None,
+    ) -> Run:
         """A :class:`Run` for ``request``, with its id and hooks."""
         self._runs += 1
-        run_id = resumed.run_id if resumed is not None else f"{self.context.id}/{self._runs}"
+        if run_id is None:
+            run_id = resumed.run_id if resumed is not None else f"{self.context.id}/{self._runs}"
         run = Run(self.listeners, run_id, request, caller, resumed)
         run.hooks = run_hooks(run, self, self.hooks)
         return run

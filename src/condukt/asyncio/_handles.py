@@ -178,3 +178,7 @@ class AgentHandle(Handle[AH_co], stands_for=agent_layer.AgentHandle):
     history = method(agent_layer.AgentHandle.history)
     clear = method(agent_layer.AgentHandle.clear)
     compact = method(agent_layer.AgentHandle.compact)
+    submit = method(agent_layer.AgentHandle.submit)
+    attach = stream_method(agent_layer.AgentHandle.attach)
+    result = method(agent_layer.AgentHandle.result)
+    run_info = method(agent_layer.AgentHandle.run_info)

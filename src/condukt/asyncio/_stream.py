@@ -42,9 +42,12 @@ class Stream:
     of the trio :class:`~condukt.agent.EventStream`.
     """
 
-    def __init__(self, guest: Guest, handle: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, guest: Guest, handle: Any, args: tuple[Any, ...], kwargs: dict[str, Any], method: str = "stream"
+    ) -> None:
         self._guest = guest
         self._handle = handle
+        self._method = method  # "stream", or "attach" (a detached run's events: leaving never aborts it)
         self._args = args
         self._kwargs = kwargs
         self._queue: collections.deque[Any] = collections.deque()  # events handed over, not yet read
@@ -71,7 +74,7 @@ class Stream:
         async def pump() -> None:
             announced = False
             try:
-                async with self._handle.stream(*self._args, **self._kwargs) as events:
+                async with getattr(self._handle, self._method)(*self._args, **self._kwargs) as events:
                     self._inner = events
                     announced = True
                     deliver(loop, set_result, ready, None)
@@ -205,12 +208,14 @@ class Stream:
 
 
 class StreamMethod(Generic[P]):
-    """A trio ``stream`` (or ``iter``) method on a proxy class: its parameters, returning a :class:`Stream`
-    (or what ``factory`` makes: :class:`~condukt.asyncio.Steps` for ``iter``)."""
+    """A trio ``stream``, ``attach`` or ``iter`` method on a proxy class: its parameters, returning a
+    :class:`Stream` (or what ``factory`` makes: :class:`~condukt.asyncio.Steps` for ``iter``)."""
 
     __slots__ = ("factory", "name", "unbound")
 
-    def __init__(self, fn: Callable[..., Any], factory: Callable[..., Any] = Stream, note: str | None = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], factory: Callable[..., Any] | None = None, note: str | None = None
+    ) -> None:
         name = self.name = fn.__name__
         self.factory = factory
 
@@ -218,7 +223,9 @@ class StreamMethod(Generic[P]):
             return getattr(proxy, name)(*args, **kwargs)
 
         functools.update_wrapper(unbound, fn)
-        unbound.__doc__ = (inspect.getdoc(fn) or "") + (_STREAM_NOTE if note is None else note)
+        if note is None:
+            note = _ATTACH_NOTE if name == "attach" else _STREAM_NOTE
+        unbound.__doc__ = (inspect.getdoc(fn) or "") + note
         self.unbound = unbound
 
     def __set_name__(self, owner: type, name: str) -> None:
@@ -236,13 +243,15 @@ class StreamMethod(Generic[P]):
     def __get__(self, proxy: ProxyBase | None, owner: type[Any]) -> Any:
         if proxy is None:
             return self.unbound
-        guest, inner, factory = proxy._guest, proxy._inner, self.factory
+        guest, inner, name, factory = proxy._guest, proxy._inner, self.name, self.factory
 
         @functools.wraps(self.unbound)
         def make(*args: Any, **kwargs: Any) -> Any:
+            if factory is None:
+                return Stream(guest, inner, args, kwargs, name)
             return factory(guest, inner, args, kwargs)
 
-        proxy.__dict__[self.name] = make  # later look-ups skip the descriptor
+        proxy.__dict__[name] = make  # later look-ups skip the descriptor
         return make
 
 
@@ -271,6 +280,14 @@ From asyncio (:mod:`condukt.asyncio`): ``async with agent.iter(...) as
 steps``, then ``async for step in steps``, a :class:`Steps`: nothing is read
 ahead, so the run waits at each step as on trio. Leaving the block early,
 or cancelling the task reading it, aborts the run."""
+
+_ATTACH_NOTE = """
+
+From asyncio (:mod:`condukt.asyncio`): ``async with agent.attach(run_id)
+as events``, then ``async for event in events``, a :class:`Stream`.
+Leaving the block, or cancelling the task reading it, never affects the
+run. The reader's event index is ``after`` plus the number of events it
+has read."""
 
 
 class _Raise:

@@ -291,16 +291,35 @@ def load_app(target: str) -> Any:
     return load_object(target, "MODULE:APP")
 
 
-def _agent_app(choice: AgentChoice, token: str | None) -> Any:
+#: Seconds ``condukt serve`` gives runs in flight at shutdown when ``--grace`` is not given.
+DEFAULT_GRACE = 10.0
+
+
+def _agent_app(choice: AgentChoice, token: str | None, grace: float) -> Any:
     try:
         import condukt.web
     except ImportError:
         raise CommandError("condukt serve --agent needs condukt.web: pip install 'condukt[cli,web]'") from None
     spec = condukt.ChildSpec(None, choice.agent, kwargs=choice.options)
-    return condukt.web.create_app(agents={route_name(choice.agent): spec}, token=token)
+    return condukt.web.create_app(agents={route_name(choice.agent): spec}, token=token, shutdown_grace=grace)
 
 
-async def _serve_app(application: Any, host: str, port: int, after: str | None = None) -> int:
+async def _drain(application: Any, grace: float | None) -> bool:
+    """``condukt.web.drain`` for an app ``create_app`` made (False for any other app: nothing to drain)."""
+    try:
+        from condukt.web import drain
+    except ImportError:
+        return False
+    try:
+        await drain(application, grace=grace)
+    except TypeError:
+        return False
+    return True
+
+
+async def _serve_app(
+    application: Any, host: str, port: int, after: str | None = None, grace: float | None = None
+) -> int:
     try:
         from hypercorn.config import Config
         from hypercorn.trio import serve as hypercorn_serve
@@ -314,11 +333,28 @@ async def _serve_app(application: Any, host: str, port: int, after: str | None =
     # keep-alive timeout, and a request's headers may hold 16 KiB at most (docs/http.md, "Security").
     config.keep_alive_timeout = 5.0
     config.h11_max_incomplete_size = 16 * 1024
+    # What hypercorn gives the requests still open once it stops: a condukt.web app's runs have
+    # had their grace already (drain, below), and their streams only need to send their last events.
+    config.graceful_timeout = DEFAULT_GRACE if grace is None else grace
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
         async def shutdown_trigger() -> None:
             async for _ in signals:
-                return
+                break
+            # A condukt.web app: new runs get 503 while the runs in flight finish (up to the grace),
+            # then its sessions stop, and only then does the server stop. A second signal cuts it short.
+            async with trio.open_nursery() as nursery:
+
+                async def second_signal() -> None:
+                    async for _ in signals:
+                        print("stopping now", flush=True)
+                        nursery.cancel_scope.cancel()
+                        return
+
+                nursery.start_soon(second_signal)
+                if await _drain(application, grace):
+                    config.graceful_timeout = 5.0
+                nursery.cancel_scope.cancel()
 
         async with trio.open_nursery() as nursery:
             start = functools.partial(
@@ -355,13 +391,27 @@ def serve(
     ] = None,
     host: Annotated[str, typer.Option("--host", metavar="HOST", help="The address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", metavar="PORT", help="The port (0: any free port).")] = 8000,
+    grace: Annotated[
+        float | None,
+        typer.Option(
+            "--grace",
+            metavar="SECONDS",
+            min=0.0,
+            help="At shutdown, the seconds runs in flight get to finish (new runs get 503) before they are "
+            f"stopped. Default: a condukt.web app's own shutdown_grace; {DEFAULT_GRACE:g} with --agent.",
+        ),
+    ] = None,
 ) -> None:
     """Serve an ASGI application (condukt.web, FastAPI, Starlette...) with hypercorn on trio.
 
     Prints "serving on http://HOST:PORT" once listening; Ctrl-C (or
-    SIGTERM) shuts it down gracefully (requests in flight finish, the app's
-    lifespan shutdown runs) and exits 0. With --agent MODULE:CLASS it
-    serves that agent at /agents/NAME (condukt.web.create_app).
+    SIGTERM) shuts it down gracefully and exits 0: for a condukt.web app
+    (create_app, or --agent), new runs get 503 with Retry-After, runs in
+    flight get --grace seconds to finish (their streams end with done),
+    then the sessions stop, then the server; for any other app, requests
+    in flight get --grace seconds. A second signal stops at once. With
+    --agent MODULE:CLASS it serves that agent at /agents/NAME
+    (condukt.web.create_app).
     """
 
     async def main() -> int:
@@ -376,13 +426,14 @@ def serve(
             ]
             if given:
                 raise UsageError(f"{', '.join(given)} only with --agent (MODULE:APP is served as it is)")
-            return await _serve_app(load_app(target), host, port)
+            return await _serve_app(load_app(target), host, port, grace=grace)
         choice = choose_agent(
             agent=agent, model=model, base_url=base_url, api_key=api_key, tools=None, cwd=None, mcp=mcp or ()
         )
         name = route_name(choice.agent)
         after = f"agent {name}: POST {{url}}/agents/{name}/runs"
-        return await _serve_app(_agent_app(choice, token), host, port, after)
+        chosen = DEFAULT_GRACE if grace is None else grace
+        return await _serve_app(_agent_app(choice, token, chosen), host, port, after, grace=chosen)
 
     execute(main)
 

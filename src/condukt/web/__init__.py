@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from starlette.applications import Starlette
 
-from ._app import create_app
+from ._app import create_app, drain
 from ._guard import BrowserGuard
 from ._openai import openai_app
 from ._sessions import SessionsFull
@@ -53,4 +53,4 @@ except ImportError as _missing:  # pragma: no cover - depends on the environment
         raise ImportError("condukt.web.ag_ui_app needs ag-ui-protocol: `pip install 'condukt[ag-ui]'`") from _reason
 
 
-__all__ = ["BrowserGuard", "SessionsFull", "ag_ui_app", "create_app", "openai_app", "vercel_ai_app"]
+__all__ = ["BrowserGuard", "SessionsFull", "ag_ui_app", "create_app", "drain", "openai_app", "vercel_ai_app"]

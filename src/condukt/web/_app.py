@@ -21,8 +21,10 @@ from .. import __version__, events, serialization
 from .. import asyncio as condukt_asyncio
 from ..agent import (
     Aborted,
+    AgentHandle,
     BoundOperation,
     Busy,
+    EventsEvicted,
     InputAlreadyAnswered,
     InvalidInput,
     InvalidOutput,
@@ -31,6 +33,7 @@ from ..agent import (
     RunTimeout,
     UnknownApproval,
     UnknownInputRequest,
+    UnknownRun,
 )
 from ..lifespan import open_app_node
 from ..messages import Message
@@ -45,7 +48,10 @@ from ._sessions import AgentRoute, Sessions, SessionsFull
 from .observer import openapi_operations as observer_operations
 from .observer import routes as observer_routes
 
-__all__ = ["HTTPError", "create_app"]
+__all__ = ["HTTPError", "create_app", "drain"]
+
+#: Detached runs an app remembers for its shutdown (to wait for them); the oldest are forgotten first.
+_TRACKED_RUNS = 10_000
 
 
 @attrs.frozen
@@ -69,6 +75,16 @@ class Endpoint:
     max_body_size: int
     run_timeout: float | None
     node: Any = None
+    #: Seconds runs in flight get to finish at shutdown (``drain``).
+    shutdown_grace: float = 0.0
+    #: Set by ``drain``: new runs get 503.
+    draining: bool = False
+    #: Runs whose request is being answered (JSON runs, SSE streams).
+    in_flight: int = 0
+    #: Detached runs (and SSE runs that go on without their client) this app started: run id -> agent.
+    detached: dict[str, Any] = attrs.Factory(dict)
+    drained: Any = None
+    _quiet: Any = None
     public_openapi: bool = False
     observer: bool = False
 
@@ -146,6 +162,10 @@ class Endpoint:
                 output = Schema.of(body["output"], untrusted=True)
             except ValueError as exc:
                 raise HTTPError(422, "InvalidRequest", f"output: {exc}") from None
+        detach: bool = body.get("detach", False)
+        keep_going = body.get("on_disconnect", "abort") == "continue"
+        if self.draining:
+            raise _shutting_down()
         if session_id is None:
             try:
                 session_id, agent = await self.sessions.open(route)
@@ -155,7 +175,22 @@ class Endpoint:
             agent = await self.sessions.get(session_id, name)
             if agent is None:
                 raise HTTPError(404, "SessionNotFound", f"no session {session_id!r} of agent {name!r}")
+        if detach:
+            run_id = await self.submit(agent, prompt, output)
+            return JSONResponse(
+                {"session": session_id, "run": run_id}, 202,
+                headers={"Location": f"/sessions/{session_id}/runs/{run_id}"},
+            )
         if "text/event-stream" in request.headers.get("accept", ""):
+            if keep_going:
+                run_id = await self.submit(agent, prompt, output)
+                stream = await self.attach(agent, run_id, -1)
+                return StreamingResponse(
+                    self._attached(stream, session_id),
+                    media_type="text/event-stream",
+                    headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no",
+                             "X-Condukt-Session": session_id, "X-Condukt-Run": run_id},
+                )
             return StreamingResponse(
                 self._sse(agent, session_id, prompt, self.sessions.entry(session_id), output),
                 media_type="text/event-stream",
@@ -168,6 +203,7 @@ class Endpoint:
             if type(event) is events.AgentEnd:
                 ended.append(event)
 
+        self._started()
         try:
             text = await agent.run(prompt, timeout=self.run_timeout, on_event=on_event, output=output)
             if output is not None:
@@ -177,6 +213,7 @@ class Endpoint:
                 raise _deleted(session_id) from None
             raise _run_error(exc, session_id) from None
         finally:
+            self._ended()
             self.sessions.touch(session_id)
         usage = serialization.unstructure(ended[-1].usage) if ended else None
         return JSONResponse({"session": session_id, "text": text, "usage": usage})
@@ -185,6 +222,7 @@ class Endpoint:
         self, agent: Any, session_id: str, prompt: str, entry: Any, output: Schema[Any] | None = None
     ) -> AsyncIterator[bytes]:
         # A client that disconnects cancels this generator: leaving the stream block aborts the run.
+        self._started()
         try:
             async with agent.stream(prompt, timeout=self.run_timeout, output=output) as stream:
                 async for event in stream:
@@ -196,7 +234,126 @@ class Endpoint:
             yield _sse(events.to_json(events.Error(name, message)))
             yield _sse(events.to_json(events.Done("failed")))
         finally:
+            self._ended()
             self.sessions.touch(session_id)
+
+    # ------------------------------------------------------------------ detached runs
+
+    async def submit(self, agent: Any, prompt: str, output: Schema[Any] | None = None) -> str:
+        """Start ``prompt`` as a detached run of ``agent``; its id (remembered for the shutdown)."""
+        try:
+            run_id: str = await self.in_trio(_submit, agent, prompt, self.run_timeout, output)
+        except Exception as exc:
+            raise _run_error(exc, None) from None
+        self.detached[run_id] = agent
+        while len(self.detached) > _TRACKED_RUNS:
+            del self.detached[next(iter(self.detached))]
+        return run_id
+
+    async def attach(self, agent: Any, run_id: str, after: int) -> Any:
+        """The trio ``AttachedStream`` of ``run_id`` from ``after``; 404 for an unknown run, 410 for evicted events."""
+        try:
+            return await self.in_trio(_attach, agent, run_id, after)
+        except UnknownRun:
+            raise HTTPError(404, "RunNotFound", f"no run {run_id!r} in this session") from None
+        except EventsEvicted as exc:
+            raise HTTPError(410, "EventsEvicted", str(exc), first_index=exc.first_index) from None
+
+    async def _attached(self, stream: Any, session_id: str) -> AsyncIterator[bytes]:
+        # A client that disconnects cancels this generator: the run goes on (it is detached).
+        try:
+            while True:
+                try:
+                    item = await self.in_trio(_next_event, stream)
+                except (CallError, NoProc) as exc:
+                    # The agent stopped before the run ended: with a store and resume=True its next
+                    # incarnation finishes it; reconnect with Last-Event-ID (no id on this event).
+                    yield sse("error", {"type": "error", "error": "Interrupted", "message": str(exc)})
+                    return
+                if item is None:
+                    return
+                index, event = item
+                yield b"id: %d\n" % index + _sse(events.to_json(event))
+        finally:
+            self.sessions.touch(session_id)
+
+    async def run_events(self, request: Request) -> Response:
+        """``GET /sessions/{id}/runs/{run_id}/events``: SSE with ``id:``, from ``Last-Event-ID`` (or ``?after=``) on."""
+        session_id, agent = await self.session(request)
+        run_id = request.path_params["run_id"]
+        given = request.headers.get("last-event-id")
+        if given is None:
+            given = request.query_params.get("after")
+        after = -1
+        if given is not None and given.strip():
+            text = given.strip()
+            if not (text.isascii() and (text.isdigit() or text == "-1")) or len(text) > 18:
+                raise HTTPError(400, "InvalidLastEventId", f"Last-Event-ID must be an event index, got {given!r:.60}")
+            after = int(text)
+        stream = await self.attach(agent, run_id, after)
+        return StreamingResponse(
+            self._attached(stream, session_id),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", "X-Condukt-Session": session_id,
+                     "X-Condukt-Run": run_id},
+        )
+
+    async def run_status(self, request: Request) -> Response:
+        """``GET /sessions/{id}/runs/{run_id}``: the run's status, final text and error."""
+        session_id, agent = await self.session(request)
+        run_id = request.path_params["run_id"]
+        try:
+            info = await self.in_trio(_run_info, agent, run_id)
+        except UnknownRun:
+            raise HTTPError(404, "RunNotFound", f"no run {run_id!r} in this session") from None
+        error = None if info.error_type is None else {"type": info.error_type, "message": info.message}
+        return JSONResponse({"session": session_id, "run": run_id, "status": info.status, "text": info.text,
+                             "error": error, "first_index": info.first_index, "next_index": info.next_index})
+
+    # ------------------------------------------------------------------ shutdown
+
+    def _started(self) -> None:
+        self.in_flight += 1
+
+    def _ended(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight == 0 and self._quiet is not None:
+            self._quiet.set()
+
+    async def drain(self, grace: float | None = None) -> None:
+        """Refuse new runs (503), give the runs in flight up to ``grace`` seconds, then stop every session.
+
+        See :func:`drain`.
+        """
+        grace = self.shutdown_grace if grace is None else grace
+        self.draining = True
+        if self.drained is None:
+            self.drained = anyio.Event()
+        else:
+            await self.drained.wait()  # a second drain (the lifespan's, after condukt serve's) waits for the first
+            return
+        try:
+            with anyio.move_on_after(grace):
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._quieted)
+                    for run_id, agent in list(self.detached.items()):
+                        tasks.start_soon(self._ended_run, agent, run_id)
+            # Past the grace: the sessions' agents stop. Their runs end where they stand, the history
+            # holds their completed turns (with a store and resume=True another node resumes them),
+            # and the streams of this app's runs end with an error and a done.
+            with anyio.CancelScope(shield=True):
+                await self.sessions.aclose()
+        finally:
+            self.drained.set()
+
+    async def _quieted(self) -> None:
+        while self.in_flight:
+            self._quiet = anyio.Event()
+            await self._quiet.wait()
+
+    async def _ended_run(self, agent: Any, run_id: str) -> None:
+        with contextlib.suppress(Exception):
+            await self.in_trio(_wait_run, agent, run_id)
 
     # ------------------------------------------------------------------ sessions
 
@@ -319,12 +476,45 @@ class Endpoint:
                                     public_document=self.public_openapi, extra=extra, schemas=schemas))
 
     async def healthz(self, request: Request) -> Response:
-        """``GET /healthz``: no auth."""
+        """``GET /healthz``: no auth; 503 ``ShuttingDown`` once the app shuts down (a load balancer stops sending)."""
+        if self.draining:
+            return _shutting_down().response()
         return JSONResponse({"status": "ok", "sessions": len(self.sessions)})
 
 
 def _sse(data: dict[str, Any]) -> bytes:
     return sse(data["type"], data)
+
+
+async def _submit(agent: AgentHandle, prompt: str, timeout: float | None, output: Schema[Any] | None) -> str:
+    return await agent.submit(prompt, timeout=timeout, output=output)
+
+
+async def _attach(agent: AgentHandle, run_id: str, after: int) -> Any:
+    # AttachedStream.__aexit__ does nothing (detaching never affects the run): entering is all it takes.
+    return await agent.attach(run_id, after=after).__aenter__()
+
+
+async def _next_event(stream: Any) -> tuple[int, events.Event] | None:
+    try:
+        event = await stream.__anext__()
+    except StopAsyncIteration:
+        return None
+    return stream.index, event
+
+
+async def _run_info(agent: AgentHandle, run_id: str) -> Any:
+    return await agent.run_info(run_id)
+
+
+async def _wait_run(agent: AgentHandle, run_id: str) -> None:
+    with contextlib.suppress(Exception):
+        await agent.result(run_id)
+
+
+def _shutting_down() -> HTTPError:
+    return HTTPError(503, "ShuttingDown", "the server is shutting down: retry on another instance",
+                     headers={"Retry-After": "5"})
 
 
 def _too_large(limit: int) -> HTTPError:
@@ -372,6 +562,8 @@ _RUN_REQUEST = Schema.of(
             "prompt": {"type": "string", "minLength": 1},
             "session": {"type": ["string", "null"]},
             "output": {"type": "object"},
+            "detach": {"type": "boolean"},
+            "on_disconnect": {"enum": ["abort", "continue"]},
         },
         "required": ["prompt"],
         "additionalProperties": False,
@@ -420,6 +612,7 @@ def create_app(
     observer: bool = False,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    shutdown_grace: float = 0.0,
     public_openapi: bool = False,
 ) -> Starlette:
     """The HTTP endpoint for ``agents`` and ``operations``: a Starlette ASGI app (routes in ``docs/http.md``).
@@ -465,6 +658,14 @@ def create_app(
     proxy, pass the public name: ``allowed_hosts=["api.example.com"]``.
     Errors, Starlette's own 404 and 405 included, are JSON.
 
+    ``shutdown_grace``: at shutdown (:func:`drain`, which the app's
+    lifespan shutdown and ``condukt serve`` call), new runs get 503 with
+    ``Retry-After``, runs in flight get up to this many seconds to finish
+    (their streams end with ``done``), then the sessions' agents stop: the
+    runs still going end where they stand, their history holding their
+    completed turns (with a store and ``resume=True``, another node resumes
+    them; ``docs/http.md``, "Shutdown").
+
     Raises ``TypeError``/``ValueError`` for bad arguments. Synchronous.
     """
     if node is not None and not isinstance(node, (Node, condukt_asyncio.Node)):
@@ -496,6 +697,11 @@ def create_app(
     if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or not max_seconds > 0:
         raise ValueError(f"max_seconds must be a number > 0, got {max_seconds!r}")
     secret = check_token(token)
+    if (
+        isinstance(shutdown_grace, bool) or not isinstance(shutdown_grace, (int, float))
+        or not 0 <= shutdown_grace < math.inf
+    ):
+        raise ValueError(f"shutdown_grace must be a finite number of seconds >= 0, got {shutdown_grace!r}")
     if not isinstance(observer, bool):
         raise TypeError(f"observer must be a bool, got {observer!r}")
     if not isinstance(public_openapi, bool):
@@ -513,6 +719,7 @@ def create_app(
         token=secret,
         max_body_size=max_body_size,
         run_timeout=run_timeout,
+        shutdown_grace=float(shutdown_grace),
         public_openapi=public_openapi,
         observer=observer,
     )
@@ -532,6 +739,7 @@ def create_app(
                 finally:
                     tasks.cancel_scope.cancel()
                     with anyio.CancelScope(shield=True):
+                        await endpoint.drain()
                         await endpoint.sessions.aclose()
                     endpoint.node = None
 
@@ -568,8 +776,35 @@ def session_routes(endpoint: Endpoint) -> list[Route]:
         Route("/sessions/{id}/approvals/{call_id}", g(endpoint.decide), methods=["POST"]),
         Route("/sessions/{id}/inputs", g(endpoint.inputs), methods=["GET"]),
         Route("/sessions/{id}/inputs/{call_id}", g(endpoint.respond), methods=["POST"]),
+        Route("/sessions/{id}/runs/{run_id}/events", g(endpoint.run_events), methods=["GET"]),
+        Route("/sessions/{id}/runs/{run_id}", g(endpoint.run_status), methods=["GET"]),
         Route("/sessions/{id}", g(endpoint.delete), methods=["DELETE"]),
     ]
+
+
+async def drain(app: Starlette, *, grace: float | None = None) -> None:
+    """Shut a :func:`create_app` app down gracefully; returns once every session has stopped.
+
+    New runs get 503 with ``Retry-After`` (and ``GET /healthz`` 503,
+    so a load balancer stops sending); runs in flight (JSON
+    and SSE runs, detached runs this app started) get up to ``grace``
+    seconds (default: the app's ``shutdown_grace``) to finish, their streams
+    ending with ``done``; then the sessions' agents stop (the runs still
+    going end where they stand, history consistent). The app's lifespan
+    shutdown calls it; ``condukt serve`` calls it on SIGTERM, before the
+    server stops, so streams are not cut. Calling it again waits for the
+    first call. Cancellation stops the wait for the runs (the sessions are
+    then stopped at the lifespan's shutdown). Raises ``TypeError`` for an
+    app ``create_app`` did not make.
+    """
+    endpoint = getattr(getattr(app, "state", None), "condukt_endpoint", None)
+    if not isinstance(endpoint, Endpoint):
+        raise TypeError(f"drain() takes an app made by condukt.web.create_app, got {app!r}")
+    if grace is not None and (
+        isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < math.inf
+    ):
+        raise ValueError(f"grace must be a finite number of seconds >= 0, got {grace!r}")
+    await endpoint.drain(grace)
 
 
 async def _expire(sessions: Sessions, idle_timeout: float) -> None:

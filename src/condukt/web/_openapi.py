@@ -42,7 +42,7 @@ ERRORS: dict[int, str] = {
     429: "Too many runs queued for the session (see Retry-After)",
     500: "The agent crashed during the run (the session restarts), or the server failed",
     502: "The model failed, or its answer did not fit the output schema",
-    503: "The endpoint is not ready, or holds its maximum of sessions (see Retry-After)",
+    503: "The endpoint is not ready, holds its maximum of sessions, or is shutting down (see Retry-After)",
     504: "The run did not finish within the endpoint's run_timeout",
 }
 
@@ -111,7 +111,12 @@ SESSION_PATHS: list[tuple[Any, ...]] = [
      {404: "No such session, or no tool call waiting for an answer with that id",
       409: "The call was answered already (the first answer stands)"}),
     ("", "delete", "Stop the session's agent and forget the session", None, None),
+    ("/runs/{run_id}", "get", "Where a run stands (a detached run, or an SSE run that goes on without its client)",
+     None, _ref("RunStatus"), {404: "No such session or run"}),
 ]
+
+#: ``Last-Event-ID`` (or ``?after=``): the events route goes on after that event.
+_AFTER = {"type": "string", "pattern": "^(-1|[0-9]+)$"}
 
 
 def _type_schema(tp: Any, components: dict[str, Any]) -> dict[str, Any]:
@@ -249,6 +254,18 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
             _ref("RunRequest"), run_errors, stream="every event as Server-Sent Events",
         ))
     ops.extend(session_operations())
+    ops.append(Operation(
+        "/sessions/{id}/runs/{run_id}/events", "get", "get_session_runs_run_id_events",
+        "A run's events as Server-Sent Events with ids; reconnect with Last-Event-ID", None,
+        errors={400: "Last-Event-ID is not an event index", 404: "No such session or run",
+                410: "The events asked for are no longer kept (see first_index)"},
+        stream="every event after Last-Event-ID, each with 'id: <index>', up to done",
+        parameters=(_SESSION_ID,
+                    {"name": "Last-Event-ID", "in": "header", "required": False, "schema": _AFTER,
+                     "description": "The id of the last event received: the stream goes on after it"},
+                    {"name": "after", "in": "query", "required": False, "schema": _AFTER,
+                     "description": "As Last-Event-ID, for clients that cannot set headers"}),
+    ))
     for name, op in sorted(operations.items()):
         declared = op.bound.operation
         ops.append(Operation(
@@ -259,21 +276,41 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
              504: None},
         ))
     ops.append(Operation("/healthz", "get", "healthz", "Liveness (no auth)",
-                         _closed({"status": {"type": "string", "enum": ["ok"]}, "sessions": _INT}), public=True))
+                         _closed({"status": {"type": "string", "enum": ["ok"]}, "sessions": _INT}),
+                         errors={503: "Shutting down: the server is draining (see docs/http.md)"}, public=True))
     ops.append(Operation("/openapi.json", "get", "openapi", "This document",
                          {"type": "object", "additionalProperties": True}, public=public_document))
     ops.extend(extra)
     paths: dict[str, Any] = {}
     for op in ops:
         paths.setdefault(op.path, {})[op.method] = _entry(op, token)
+    for name in routes:
+        paths[f"/agents/{name}/runs"]["post"]["responses"]["202"] = _json(
+            _closed({"session": _STR, "run": _STR}),
+            'A detached run started ("detach": true): its events at /sessions/{session}/runs/{run}/events',
+        )
+    events = paths["/sessions/{id}/runs/{run_id}/events"]["get"]["responses"]["200"]
+    events["description"] = "Every event after Last-Event-ID (each with 'id: <index>'), up to done"
+    events["content"].pop("application/json", None)
     attrs_schema(Usage, components)
     attrs_schema(PendingApproval, components)
     attrs_schema(PendingInput, components)
     components.update({
         "RunRequest": _closed({"prompt": {"type": "string", "minLength": 1}, "session": {"type": ["string", "null"]},
                                "output": {"type": "object",
-                                          "description": "a JSON Schema: the run's structured result"}},
+                                          "description": "a JSON Schema: the run's structured result"},
+                               "detach": {**_BOOL, "description": "Start the run detached: 202 with its id"},
+                               "on_disconnect": {"type": "string", "enum": ["abort", "continue"],
+                                                 "description": "For an SSE run: what a client disconnecting "
+                                                 "does to the run (default abort)"}},
                               required=["prompt"]),
+        "RunStatus": _closed({
+            "session": _STR, "run": _STR,
+            "status": {"type": "string", "enum": ["queued", "running", "done", "failed", "aborted"]},
+            "text": {"type": ["string", "null"]},
+            "error": {"anyOf": [_closed({"type": _STR, "message": _STR}), {"type": "null"}]},
+            "first_index": _INT, "next_index": _INT,
+        }),
         "RunResponse": _closed({"session": _STR, "text": _STR,
                                 "usage": {"anyOf": [_ref("Usage"), {"type": "null"}]}}),
         "ContentBlock": {
@@ -295,7 +332,7 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
         "Error": {
             "type": "object",
             "properties": {"error": _STR, "message": _STR, "errors": {"type": "array", "items": _STR},
-                           "session": _STR},
+                           "session": _STR, "first_index": _INT},
             "required": ["error", "message"], "additionalProperties": False,
         },
     })
