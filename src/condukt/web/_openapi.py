@@ -297,7 +297,7 @@ def openapi(routes: dict[str, Any], operations: dict[str, Any], *, token: bool, 
     attrs_schema(PendingInput, components)
     components.update({
         "RunRequest": _closed({"prompt": {"type": "string", "minLength": 1}, "session": {"type": ["string", "null"]},
-                               "output": {"type": "object",
+                               "output": {"type": "object", "additionalProperties": True,
                                           "description": "a JSON Schema: the run's structured result"},
                                "detach": {**_BOOL, "description": "Start the run detached: 202 with its id"},
                                "on_disconnect": {"type": "string", "enum": ["abort", "continue"],
