@@ -17,8 +17,7 @@ import attrs
 import ray
 import trio
 
-from ..otp import ChildSpec, ConduktError, Down, Exit, Server, is_normal_exit, is_shutdown_exit
-from ..otp.lowlevel import send_system
+from ..otp import ChildSpec, ConduktError, Down, Server, is_shutdown_exit
 from ._actors import NodeActor, Registry
 from ._bridge import NodeDown, await_ref, unwrap
 from ._handle import NAMESPACE, ClusterHandle, actor_name, actor_of, local_node, remember_actor
@@ -381,7 +380,7 @@ class ClusterMonitor:
         """
         if self.down is None:
             try:
-                reason = await await_ref(self._ref, self.handle.node_id)
+                (reason,) = await await_ref(self._ref, self.handle.node_id)
             except NodeDown:
                 reason = "noconnection"
                 owner = _driver_cluster
@@ -398,38 +397,23 @@ async def _exit_of(handle: ClusterHandle) -> Any:
 
 
 def monitor(server: Server, handle: ClusterHandle) -> None:
-    """Monitor a process anywhere in the cluster from inside ``server`` (a process on a node).
+    """``server.monitor(handle)``: kept from before the plain APIs took a :class:`ClusterHandle`.
 
-    ``server.handle_info`` gets ``Down(handle, reason)`` when it exits, with
-    ``"noconnection"`` if its node is lost, as for a local monitor. The
-    watch is one of the server's background tasks (it ends with the server).
+    ``server.handle_info`` gets ``Down(handle, reason)`` when the process
+    exits, with ``"noconnection"`` if its node is lost. Synchronous.
     """
-
-    async def watch() -> None:
-        reason = await _exit_of(handle)
-        send_system(server.handle, Down(cast(Any, handle), reason))
-
-    server.start_soon(watch)
+    server.monitor(handle)
 
 
 def link(server: Server, handle: ClusterHandle) -> None:
-    """Link ``server`` to a process anywhere in the cluster, in that direction.
+    """``server.link(handle)``: kept from before the plain APIs took a :class:`ClusterHandle`.
 
-    When the process exits with a reason other than ``"normal"`` (a lost
-    node counts as ``"noconnection"``), ``server`` exits with that reason,
-    or, with ``trap_exits``, gets ``Exit(handle, reason)`` in
-    ``handle_info``. Unlike a local link, the remote process is not told
-    when ``server`` exits (monitor it there if that matters).
+    Both ways, as a local link: the process exiting with a reason other
+    than ``"normal"`` (a lost node counts as ``"noconnection"``) stops
+    ``server`` (or, with ``trap_exits``, sends it ``Exit(handle, reason)``),
+    and ``server`` exiting so stops the process. Synchronous.
     """
-
-    async def watch() -> None:
-        reason = await _exit_of(handle)
-        if server.trap_exits:
-            send_system(server.handle, Exit(cast(Any, handle), reason))
-        elif not is_normal_exit(reason):
-            server.stop(reason)
-
-    server.start_soon(watch)
+    server.link(handle)
 
 
 @attrs.define

@@ -225,7 +225,8 @@ class ClusterHandle:
         from ._bridge import NodeDown
 
         try:
-            return await await_ref(actor_of(self.node_id).wait_exit.remote(self.id), self.node_id)
+            (reason,) = await await_ref(actor_of(self.node_id).wait_exit.remote(self.id), self.node_id)
+            return reason
         except NodeDown:
             return "noconnection"
 
