@@ -16,6 +16,7 @@ from typing import Any, Literal, cast
 import attrs
 import ray
 import trio
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..otp import ChildSpec, ConduktError, Down, Server, is_shutdown_exit
 from ._actors import NodeActor, Registry
@@ -40,6 +41,9 @@ logger = logging.getLogger("condukt.ray")
 
 #: Concurrent calls one node actor accepts (monitors and stream reads wait in one each).
 MAX_CONCURRENCY = 100_000
+
+#: Starts a cluster supervisor tries for a child whose start failed with a ``retry_after`` (a session still owned).
+RESTART_ATTEMPTS = 10
 
 #: How long placement trusts the process counts it last read from the nodes (seconds).
 LOAD_TTL = 1.0
@@ -164,8 +168,12 @@ class Cluster:
 
     # ---------------------------------------------------------------- nodes
 
-    async def add_node(self) -> str:
+    async def add_node(self, *, ray_node: str | None = None) -> str:
         """Start one more node (a new Ray actor); returns its id. Driver only.
+
+        ``ray_node``: the id of the Ray node (a raylet, a machine) to start
+        it on (``ray.nodes()`` lists them, ``"NodeID"``); ``None`` lets Ray
+        choose. A condukt node pinned to a Ray node is lost with it.
 
         Cancellation: the actor may still come up; it is closed with the cluster.
         """
@@ -173,12 +181,16 @@ class Cluster:
             raise ConduktError("only the driver that opened the cluster adds nodes")
         node_class, _ = _actor_classes()
         node_id = uuid.uuid4().hex[:12]
+        options: dict[str, Any] = {}
+        if ray_node is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray_node, soft=False)
         actor = node_class.options(
             name=actor_name(node_id),
             namespace=NAMESPACE,
             num_cpus=0,
             max_concurrency=MAX_CONCURRENCY,
             max_restarts=0,
+            **options,
         ).remote(node_id, self._registry, self._node_options, self._trio_host)
         remember_actor(node_id, actor)
         await await_ref(actor.start.remote(self), node_id)
@@ -482,6 +494,20 @@ class ClusterSupervisor:
         handle: ClusterHandle = unwrap(await await_ref(ref, node_id))
         return handle
 
+    async def _restart(self, spec: ChildSpec[Any], avoid: frozenset[str]) -> ClusterHandle:
+        # A child whose start says when to try again (a session store's SessionOwned while the
+        # lost node's lease runs out: its retry_after) is started again then, a few times.
+        for attempt in range(RESTART_ATTEMPTS):
+            try:
+                return await self._start(spec, None, avoid)
+            except Exception as exc:
+                retry = getattr(exc, "retry_after", None)
+                if not isinstance(retry, (int, float)) or attempt == RESTART_ATTEMPTS - 1:
+                    raise
+                logger.info("condukt.ray: restarting %r in %.1f s: %s", spec, retry, exc)
+                await trio.sleep(max(float(retry), 0.05))
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def _watch(self, child: _Child) -> None:
         while True:
             reason = await _exit_of(child.handle)
@@ -502,7 +528,7 @@ class ClusterSupervisor:
                 return
             try:
                 avoid = frozenset({child.handle.node_id}) if lost else frozenset()
-                child.handle = await self._start(child.spec, None, avoid)
+                child.handle = await self._restart(child.spec, avoid)
             except Exception:
                 logger.exception("condukt.ray: restarting %r failed", child.spec)
                 self._children.remove(child)
@@ -555,8 +581,12 @@ async def open_cluster(
     init(address, **(ray_options or {}))
     _, registry_class = _actor_classes()
     cluster_id = uuid.uuid4().hex[:12]
+    # The registry lives on the driver's Ray node: a lost worker machine does not take the names with it.
     registry = registry_class.options(
-        name=f"condukt-registry-{cluster_id}", namespace=NAMESPACE, num_cpus=0
+        name=f"condukt-registry-{cluster_id}",
+        namespace=NAMESPACE,
+        num_cpus=0,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False),
     ).remote()
     cluster = Cluster(cluster_id, registry, placement)
     cluster._node_options = dict(node_options or {})
