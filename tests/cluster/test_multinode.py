@@ -227,6 +227,9 @@ async def test_a_lost_raylet_gives_noconnection_releases_names_and_its_agent_ret
         assert keeper.node_id == worker
         assert await keeper.run("remember 42") == "echo: remember 42"
         named = await cluster.spawn(Named, name="on-the-worker", node=worker)
+        key = [f"user-{i}" for i in range(100) if await cluster.node_for(f"user-{i}") == worker][0]
+        virtual = await cluster.agent(condukt.Agent, key, model=FunctionModel(echo_last), session_store=store)
+        assert await virtual.run("I am virtual") == "echo: I am virtual"  # activated on the worker
         watcher = await cluster.spawn(Watcher, keeper, node=head)
 
         async with cluster.monitor(keeper) as keeper_down, cluster.monitor(named) as named_down:
@@ -244,6 +247,13 @@ async def test_a_lost_raylet_gives_noconnection_releases_names_and_its_agent_ret
         assert [message.text for message in await back.history()] == ["remember 42", "echo: remember 42"]
         assert await back.run("again") == "echo: again"
         assert supervisor.children() == [back]
+
+        # The virtual agent is activated again on the head at its next call, from PostgreSQL
+        # (once the lost node's lease on the key has run out).
+        assert await cluster.node_for(key) == head
+        assert await virtual.run("still there?") == "echo: still there?"
+        history = [message.text for message in await virtual.history()]
+        assert history == ["I am virtual", "echo: I am virtual", "still there?", "echo: still there?"]
 
     # The history is in PostgreSQL, not on either machine.
     snapshot = await store.load("keeper")

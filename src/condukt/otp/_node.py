@@ -309,6 +309,24 @@ class Node:
         """Deliver ``message`` to the subscribers of ``topic`` and of ``"*"``; never blocks."""
         self.pubsub.publish(topic, message)
 
+    async def agent(self, cls: Any, key: str, /, **options: Any) -> Any:
+        """The handle of the virtual agent of ``key``: ``cls`` activated on demand, at most once.
+
+        ``await node.agent(condukt.Agent, "user-42", model=..., session_store=store,
+        passivate_after=300)`` returns a :class:`condukt.virtual.VirtualHandle`
+        at once; its first call spawns ``cls(id=key, **options)``, and
+        ``passivate_after`` seconds without a call stop it (its state in the
+        store) until the next call. See :mod:`condukt.virtual` and
+        docs/cluster.md. ``key``: a str of 1 to 1,024 characters
+        (:class:`TypeError`, :class:`ValueError` otherwise).
+
+        Cancellation: nothing to cancel (nothing starts before the first call).
+        """
+        activator = _activator
+        if activator is None:
+            raise ConduktError("virtual agents need condukt.virtual: import condukt")
+        return await activator(self, cls, key, dict(options))
+
     def monitor(self, handle: Handle | RemoteHandle) -> _MonitorContext:
         """Monitor ``handle`` from code outside any process.
 
@@ -326,6 +344,10 @@ class Node:
         return _MonitorContext(
             handle, lambda target, watcher: monitor_any(self, target, watcher, None, "node.monitor()")
         )
+
+
+#: What ``Node.agent`` calls (condukt.virtual.activate, set through lowlevel.set_activator).
+_activator: Callable[[Node, Any, str, dict[str, Any]], Awaitable[Any]] | None = None
 
 
 @attrs.define

@@ -36,6 +36,7 @@ from typing import Any
 
 import outcome
 
+from . import _node
 from ._calls import call_with_callback as _call_with_callback
 from ._calls import start_call as _start_call
 from ._handle import Handle
@@ -60,6 +61,7 @@ __all__ = [
     "send_system",
     "server_of",
     "set_handle_reducer",
+    "set_activator",
     "set_remote_processes",
     "start_call",
 ]
@@ -213,3 +215,12 @@ def on_exit(handle: Handle, callback: Callable[[ExitReason], None]) -> Callable[
     """
     ref: MonitorRef = _add_monitor(handle, _ExitCallback(callback))
     return lambda: _remove_monitor(ref)
+
+
+def set_activator(activator: Callable[[Node, Any, str, dict[str, Any]], Awaitable[Any]] | None) -> None:
+    """What :meth:`Node.agent` calls: ``await activator(node, cls, key, options)`` returns the handle.
+
+    :mod:`condukt.virtual` sets it when imported (``import condukt`` does);
+    the runtime itself knows nothing of agents or stores.
+    """
+    _node._activator = activator

@@ -245,6 +245,19 @@ class NodeActor:
             deliver(_MAILBOX_FULL)  # wait for room the ordinary way
         return withdraw
 
+    async def virtual_invoke(self, request: tuple[Any, str, dict[str, Any], str, tuple[Any, ...], Any]) -> Any:
+        """``(cls, key, options, method, args, kwargs)``: a method of the virtual agent of ``key`` on this node."""
+        cls, key, options, method, args, kwargs = request
+
+        async def inside() -> Any:
+            try:
+                handle = await self._node.agent(cls, key, **options)
+                return (True, await getattr(handle, method)(*args, **kwargs))
+            except Exception as exc:
+                return (False, portable(exc))
+
+        return await self._host.call(inside)
+
     async def link_back(self, pid: int, origin: Any) -> None:
         """The other half of a link made on ``origin``'s node: ``origin``'s exit signals process ``pid``."""
 

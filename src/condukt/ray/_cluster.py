@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -19,6 +20,7 @@ import trio
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..otp import ChildSpec, ConduktError, Down, Server, is_shutdown_exit
+from ..virtual import check_key
 from ._actors import NodeActor, Registry
 from ._bridge import NodeDown, await_ref, unwrap
 from ._handle import NAMESPACE, ClusterHandle, actor_name, actor_of, local_node, remember_actor
@@ -26,6 +28,7 @@ from ._handle import NAMESPACE, ClusterHandle, actor_name, actor_of, local_node,
 __all__ = [
     "Cluster",
     "ClusterMonitor",
+    "ClusterVirtualHandle",
     "ClusterSupervisor",
     "NodeInfo",
     "current_cluster",
@@ -337,6 +340,40 @@ class Cluster:
         names: list[Hashable] = await await_ref(self._registry.registered.remote(), "registry")
         return names
 
+    async def node_for(self, key: str) -> str:
+        """The node that runs the virtual agent of ``key`` now: rendezvous hashing of the key over the live nodes.
+
+        Each live node scores ``sha256(node id + key)``; the highest wins. A
+        node lost moves only its own keys (to the next highest), a node
+        added takes about its share. Cancellation: nothing changes.
+        """
+        check_key(key)
+        ids = await self._node_ids()
+        if not ids:
+            raise ConduktError("no live node in the cluster to place a virtual agent on")
+        return max(ids, key=lambda node_id: hashlib.sha256(f"{node_id}/{key}".encode()).digest())
+
+    async def agent(self, cls: type[Server], key: str, **options: Any) -> ClusterVirtualHandle:
+        """The handle of the virtual agent of ``key`` anywhere in the cluster (see :mod:`condukt.virtual`).
+
+        Each call goes to the node :meth:`node_for` picks, which activates
+        the key there if needed (at most once: every caller picks the same
+        node; with a leasing ``session_store`` the store's lease covers
+        other drivers too). When that node is lost, the next call goes to
+        the next node by the hash, which activates the key from the store
+        (``lease_wait`` defaults to twice the store's ``lease_ttl`` here,
+        so it waits out the lost node's lease). ``cls`` and ``options``
+        travel with each call (pickled).
+
+        Cancellation: nothing to cancel (nothing starts before the first call).
+        """
+        check_key(key)
+        store = options.get("session_store")
+        if "lease_wait" not in options and store is not None and hasattr(store, "lease_ttl"):
+            options["lease_wait"] = 2 * float(store.lease_ttl)
+        await trio.lowlevel.checkpoint()
+        return ClusterVirtualHandle(self, cls, key, options)
+
     def monitor(self, handle: ClusterHandle) -> ClusterMonitor:
         """``async with cluster.monitor(handle) as m``: ``await m.wait()`` returns the :class:`condukt.Down`.
 
@@ -359,6 +396,65 @@ class Cluster:
         if self._nursery is None:
             raise ConduktError("cluster supervisors run in the driver that opened the cluster")
         return ClusterSupervisor(self, self._nursery, max_restarts, max_seconds)
+
+
+class ClusterVirtualHandle:
+    """The virtual agent of one key in a cluster (see :meth:`Cluster.agent`); picklable.
+
+    Every :class:`condukt.virtual.VirtualHandle` method (``run``, ``call``,
+    ``history``, ...) is available, awaited: one Ray call to the key's
+    node. A call whose node is lost before it answered raises
+    :class:`NodeDown`; the next call goes to the key's new node.
+    """
+
+    def __init__(self, cluster: Cluster, cls: Any, key: str, options: dict[str, Any]) -> None:
+        self._cluster = cluster
+        self._cls = cls
+        #: The agent's key.
+        self.key = key
+        self._options = options
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (ClusterVirtualHandle, (self._cluster, self._cls, self.key, self._options))
+
+    def __repr__(self) -> str:
+        return f"<ClusterVirtualHandle {getattr(self._cls, '__name__', self._cls)} {self.key!r:.60}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClusterVirtualHandle) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    async def _use(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        cluster = self._cluster
+        node_id = await cluster.node_for(self.key)
+        ref = actor_of(node_id).virtual_invoke.remote((self._cls, self.key, self._options, method, args, kwargs))
+        try:
+            return unwrap(await await_ref(ref, node_id))
+        except NodeDown:
+            cluster._dead.add(node_id)
+            if cluster._nursery is not None:
+                await cluster.node_lost(node_id)
+            raise
+
+    async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
+        """:meth:`condukt.Handle.call` on the key's activation. Cancellation cancels the Ray call."""
+        return await self._use("call", (request, timeout), {})
+
+    async def run(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`condukt.AgentHandle.run` on the key's activation. Cancellation cancels the Ray call."""
+        return await self._use("run", args, kwargs)
+
+    def __getattr__(self, method: str) -> Any:
+        if method.startswith("_"):
+            raise AttributeError(method)
+
+        async def forwarded(*args: Any, **kwargs: Any) -> Any:
+            return await self._use(method, args, kwargs)
+
+        forwarded.__name__ = method
+        return forwarded
 
 
 class ClusterMonitor:
