@@ -261,15 +261,24 @@ class VirtualHandle:
                 entry.last_used = trio.current_time()
 
     async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
-        """:meth:`condukt.Handle.call` on the current activation (activating it first if needed)."""
+        """:meth:`condukt.Handle.call` on the current activation (activating it first if needed).
+
+        Cancellation: as for the class (an activation under way finishes; the call is withdrawn).
+        """
         return await self._use("call", (request, timeout), {})
 
     async def run(self, *args: Any, **kwargs: Any) -> Any:
-        """:meth:`condukt.AgentHandle.run` on the current activation (activating it first if needed)."""
+        """:meth:`condukt.AgentHandle.run` on the current activation (activating it first if needed).
+
+        Cancellation: as for the class (an activation under way finishes; the run is aborted).
+        """
         return await self._use("run", args, kwargs)
 
     async def stop(self, reason: Any = "normal") -> None:
-        """Stop the current activation, if any (the next call activates the key again)."""
+        """Stop the current activation, if any, and release its lease (the next call activates the key again).
+
+        Cancellation: waits for the key's lock first; once the stop is sent it completes.
+        """
         entry = self._entry
         async with entry.lock:
             handle, entry.handle = entry.handle, None

@@ -39,7 +39,7 @@ class RemoteHandle(Protocol):
         ...
 
     async def wait(self) -> ExitReason:
-        """Wait for the process's exit and return its reason."""
+        """Wait for the process's exit and return its reason. Cancellation stops the waiting only."""
         ...
 
 
