@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -12,7 +11,7 @@ import outcome
 import trio
 
 from ..otp import Handle, NameTaken, NoProc
-from ..otp.lowlevel import call_with_callback, on_exit, set_handle_reducer, set_remote_processes
+from ..otp.lowlevel import call_with_callback, set_handle_reducer, set_remote_processes
 from ._bridge import await_ref, portable, portable_reason
 from ._handle import LocalNode, local_node, reduce_handle, set_local_node
 from ._hosts import NodeClosed, make_host
@@ -22,9 +21,6 @@ __all__ = ["NodeActor", "Registry", "STREAM_BUFFER"]
 
 #: Events a node holds for a remote stream's reader before the run waits for it.
 STREAM_BUFFER = 64
-
-#: Exit reasons a node keeps for monitors that arrive after the exit (the most recent exits).
-EXIT_REASONS_KEPT = 65_536
 
 #: Delivered instead of a reply when the target's mailbox is full (the call then waits for room in a task).
 _MAILBOX_FULL = object()
@@ -104,9 +100,6 @@ class NodeActor:
         self._sids = itertools.count(1)
         self._closed: Any = None
         self._remote = ClusterProcesses(node_id)
-        # Exit reasons of the processes spawned through the cluster, most recent last: a
-        # monitor that reaches this node after the exit still learns the reason.
-        self._exited: OrderedDict[int, Any] = OrderedDict()
 
     @property
     def _node(self) -> Any:
@@ -143,14 +136,9 @@ class NodeActor:
         return result
 
     def _keep_exit_reason(self, handle: Handle) -> None:
-        pid = handle.id
-
-        def exited(reason: Any) -> None:
-            self._exited[pid] = portable_reason(reason)
-            while len(self._exited) > EXIT_REASONS_KEPT:
-                self._exited.popitem(last=False)
-
-        on_exit(handle, exited)
+        local = local_node()
+        if local is not None:
+            local.export(handle)
 
     def _export(self, pid: int) -> Handle:
         local = local_node()
@@ -291,7 +279,7 @@ class NodeActor:
             local = local_node()
             handle = None if local is None else local.exports.get(pid)
             if handle is None:
-                return (self._exited.get(pid, "noproc"),)
+                return ("noproc",)
             return (portable_reason(await handle.wait()),)
 
         try:
