@@ -23,7 +23,7 @@ from ..otp import ChildSpec, ConduktError, Down, Server, is_shutdown_exit
 from ..virtual import check_key
 from ._actors import NodeActor, Registry
 from ._bridge import NodeDown, await_ref, unwrap
-from ._handle import NAMESPACE, ClusterHandle, actor_name, actor_of, local_node, remember_actor
+from ._handle import NAMESPACE, ClusterHandle, actor_name, actor_of, forget_actors, local_node, remember_actor
 
 __all__ = [
     "Cluster",
@@ -117,8 +117,11 @@ def shutdown() -> None:
     this puts back what :func:`init` found. :func:`open_cluster` calls it
     when it started Ray itself.
     """
-    global _environment_before
+    global _environment_before, _remote_node, _remote_registry
     ray.shutdown()
+    # Actor classes and actor handles belong to the Ray session they were made in.
+    _remote_node = _remote_registry = None
+    forget_actors()
     before, _environment_before = _environment_before, None
     if before is not None:
         for key in [key for key in os.environ if key not in before]:

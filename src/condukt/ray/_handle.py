@@ -85,6 +85,11 @@ def remember_actor(node_id: str, actor: Any) -> None:
     _actors[node_id] = actor
 
 
+def forget_actors() -> None:
+    """Drop the cached actor handles (they belong to the Ray session that is ending)."""
+    _actors.clear()
+
+
 def actor_of(node_id: str) -> Any:
     """The Ray actor of a node, looked up by name once per process."""
     actor = _actors.get(node_id)
