@@ -82,7 +82,8 @@ SUBPACKAGES = {
     },
     "condukt.a2a": {"RemoteAgent", "asgi_app", "remote"},
     "condukt.web.observer": {
-        "NEW_TOKEN", "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
+        "NEW_TOKEN", "AgentView", "ExitView", "ProcessView", "RunView", "Snapshot", "SupervisorView", "create_app",
+        "page_url", "serve", "snapshot",
     },
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",
