@@ -117,10 +117,12 @@ SUBPACKAGES = {
     },
     "condukt.cli": {"JsonPrinter", "Renderer", "app", "main"},
     "condukt.ray": {
-        "STREAM_BUFFER", "Cluster", "ClusterHandle", "ClusterMonitor", "ClusterSupervisor", "NodeDown", "NodeInfo",
+        "STREAM_BUFFER", "Cluster", "ClusterHandle", "ClusterMonitor", "ClusterSupervisor", "ClusterVirtualHandle",
+        "NodeDown", "NodeInfo",
         "Placement", "RemoteError", "RemoteStream", "current_cluster", "init", "least_loaded", "link", "monitor",
         "open_cluster", "shutdown",
     },
+    "condukt.virtual": {"MAX_KEY_LENGTH", "PASSIVATED", "VirtualHandle", "activate"},
 }  # fmt: skip
 
 #: Names the top level used to export: still reachable, with a DeprecationWarning.
@@ -187,7 +189,7 @@ PUBLIC_MODULES = [
     "condukt.providers.lowlevel", "condukt.sessions", "condukt.compaction", "condukt.testing", "condukt.schema",
     "condukt.secrets", "condukt.redaction", "condukt.sandbox", "condukt.asyncio", "condukt.testing.server", "condukt.mcp",
     "condukt.testing.postgres", "condukt.lifespan", "condukt.web", "condukt.web.observer", "condukt.web.uvicorn", "condukt.events",
-    "condukt.ray", "condukt.web.lowlevel", "condukt.a2a",
+    "condukt.ray", "condukt.web.lowlevel", "condukt.a2a", "condukt.virtual",
 ]  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from . import (
     testing,
     tools,
 )
+from . import virtual as virtual  # registers node.agent's activator
 from .agent import (
     Aborted,
     Agent,

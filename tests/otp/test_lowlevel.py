@@ -19,8 +19,10 @@ from .servers import Boom, settle
 
 def test_the_lowlevel_names_are_pinned() -> None:
     assert sorted(lowlevel.__all__) == [
-        "Process", "Spawnable", "call_with_callback", "process_of", "run_default_node", "send_system", "server_of",
-        "set_handle_reducer", "start_call",
+        "Process", "RemoteHandle", "RemoteProcesses", "Spawnable", "call_with_callback", "exit_signal", "on_exit",
+        "process_of", "run_default_node", "send_system", "server_of", "set_activator", "set_handle_reducer",
+        "set_remote_processes",
+        "start_call",
     ]
     assert "Process" not in condukt.otp.__all__  # extension points stay out of the main API
 

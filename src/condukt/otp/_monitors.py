@@ -9,6 +9,7 @@ once, as in OTP.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -38,6 +39,10 @@ class MonitorRef:
     def _down(self, reason: ExitReason) -> None:
         self._watcher._on_down(Down(self._target, reason, self))
 
+    def _remove(self) -> bool:
+        """End the watch here if it is not an entry of a local process (see ``_remote``)."""
+        return False
+
     def __repr__(self) -> str:
         return f"<MonitorRef of {self._target!r}>"
 
@@ -58,6 +63,8 @@ def _add_monitor(target: Handle, watcher: Any) -> MonitorRef:
 
 
 def _remove_monitor(ref: MonitorRef) -> None:
+    if ref._remove():
+        return
     proc = ref._target._process
     if proc is not None and proc._monitors:
         proc._monitors.pop(ref, None)
@@ -91,13 +98,14 @@ class Monitor:
 
 
 class _MonitorContext:
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, handle: Any, add: Callable[[Any, Any], MonitorRef] | None = None) -> None:
         self._handle = handle
+        self._add = _add_monitor if add is None else add
         self._monitor = Monitor()
 
     async def __aenter__(self) -> Monitor:
         monitor = self._monitor
-        monitor._ref = _add_monitor(self._handle, monitor)
+        monitor._ref = self._add(self._handle, monitor)
         await trio.lowlevel.checkpoint()
         return monitor
 

@@ -19,6 +19,7 @@ from ._handle import Handle
 from ._monitors import Monitor, _MonitorContext
 from ._process import start_process
 from ._pubsub import ALL, DEFAULT_BUFFER, PubSub, Subscription
+from ._remote import RemoteHandle, RemoteProcesses, monitor_any, remote_for
 from ._spawnable import H, Spawnable
 from ._supervisor import Supervisor, SupervisorHandle
 from ._timers import TimerService
@@ -103,6 +104,8 @@ class Node:
         self._root: DynamicSupervisorHandle | None = None
         # Set by condukt.otp.lowlevel.set_handle_reducer: how this node's handles pickle.
         self._handle_reducer: Callable[[Handle], Any] | None = None
+        # Set by condukt.otp.lowlevel.set_remote_processes: monitors and links of other nodes' processes.
+        self._remote_processes: RemoteProcesses | None = None
         #: Publish/subscribe hub: ``publish`` / ``subscribe``.
         self.pubsub = PubSub()
         #: Per-node services added by higher layers (HTTP client pools, limits, ...).
@@ -306,14 +309,45 @@ class Node:
         """Deliver ``message`` to the subscribers of ``topic`` and of ``"*"``; never blocks."""
         self.pubsub.publish(topic, message)
 
-    def monitor(self, handle: Handle) -> _MonitorContext:
+    async def agent(self, cls: Any, key: str, /, **options: Any) -> Any:
+        """The handle of the virtual agent of ``key``: ``cls`` activated on demand, at most once.
+
+        ``await node.agent(condukt.Agent, "user-42", model=..., session_store=store,
+        passivate_after=300)`` returns a :class:`condukt.virtual.VirtualHandle`
+        at once; its first call spawns ``cls(id=key, **options)``, and
+        ``passivate_after`` seconds without a call stop it (its state in the
+        store) until the next call. See :mod:`condukt.virtual` and
+        docs/cluster.md. ``key``: a str of 1 to 1,024 characters
+        (:class:`TypeError`, :class:`ValueError` otherwise).
+
+        Cancellation: nothing to cancel (nothing starts before the first call).
+        """
+        activator = _activator
+        if activator is None:
+            raise ConduktError("virtual agents need condukt.virtual: import condukt")
+        return await activator(self, cls, key, dict(options))
+
+    def monitor(self, handle: Handle | RemoteHandle) -> _MonitorContext:
         """Monitor ``handle`` from code outside any process.
 
         ``async with node.monitor(h) as m: down = await m.wait()``. A dead
         process yields ``Down(h, "noproc")`` at once. Entering is a
-        checkpoint; leaving the block removes the monitor. Never raises.
+        checkpoint; leaving the block removes the monitor (cancellation
+        too). On a node of a :mod:`condukt.ray` cluster ``handle`` may be a
+        ``ClusterHandle`` of a process anywhere in the cluster (``Down(h,
+        "noconnection")`` when its node is lost); on a plain node anything
+        but a :class:`Handle` raises :class:`TypeError`. Never raises otherwise.
         """
-        return _MonitorContext(handle)
+        if isinstance(handle, Handle):
+            return _MonitorContext(handle)
+        remote_for(self, handle, "node.monitor()")
+        return _MonitorContext(
+            handle, lambda target, watcher: monitor_any(self, target, watcher, None, "node.monitor()")
+        )
+
+
+#: What ``Node.agent`` calls (condukt.virtual.activate, set through lowlevel.set_activator).
+_activator: Callable[[Node, Any, str, dict[str, Any]], Awaitable[Any]] | None = None
 
 
 @attrs.define

@@ -16,6 +16,7 @@ import trio
 from ._errors import ConduktError, NoProc
 from ._handle import Handle
 from ._monitors import MonitorRef, _add_monitor, _remove_monitor
+from ._remote import RemoteHandle, monitor_any, remote_for
 from ._signals import ExitReason
 from ._timers import TimerRef
 
@@ -186,27 +187,46 @@ class Server:
         """The node this process runs on."""
         return self.handle._node
 
-    def monitor(self, other: Handle) -> MonitorRef:
+    def monitor(self, other: Handle | RemoteHandle) -> MonitorRef:
         """Get a :class:`Down` in ``handle_info`` when ``other`` exits.
 
         If ``other`` is already dead the ``Down`` (reason ``"noproc"``) is
-        delivered at once. Synchronous; never raises.
+        delivered at once. On a node of a :mod:`condukt.ray` cluster
+        ``other`` may be a ``ClusterHandle`` of a process on any node (the
+        ``Down`` carries it; reason ``"noconnection"`` when its node is
+        lost); on a plain node anything but a :class:`Handle` raises
+        :class:`TypeError`. Synchronous; never raises otherwise.
         """
-        return _add_monitor(other, self.handle)
+        if isinstance(other, Handle):
+            return _add_monitor(other, self.handle)
+        me = self.handle
+        return monitor_any(me._node, other, me, me, "Server.monitor()")
 
     def demonitor(self, ref: MonitorRef) -> None:
         """Remove a monitor; no ``Down`` is delivered for it afterwards (unless already queued)."""
         _remove_monitor(ref)
 
-    def link(self, other: Handle) -> None:
+    def link(self, other: Handle | RemoteHandle) -> None:
         """Link with ``other``: an abnormal exit of either kills the other.
 
         A process with ``trap_exits`` receives :class:`Exit` instead of dying.
         Linking to a dead process behaves as in OTP: the caller gets an exit
-        signal with reason ``"noproc"``. Synchronous; never raises; does
-        nothing once this process has exited.
+        signal with reason ``"noproc"``. On a node of a :mod:`condukt.ray`
+        cluster ``other`` may be a ``ClusterHandle`` of a process on any
+        node (a lost node is an exit with reason ``"noconnection"``); on a
+        plain node anything but a :class:`Handle` raises :class:`TypeError`.
+        Synchronous; never raises otherwise; does nothing once this process
+        has exited.
         """
         me = self.handle
+        if not isinstance(other, Handle):
+            remote = remote_for(me._node, other, "Server.link()")
+            local = remote.local(other)
+            if local is None:
+                if me._process is not None:
+                    remote.link(me, other)
+                return
+            other = local
         mine = me._process
         if other is me or mine is None:
             return
@@ -221,9 +241,16 @@ class Server:
         mine._links.add(other)
         theirs._links.add(me)
 
-    def unlink(self, other: Handle) -> None:
-        """Remove a link (both directions). Synchronous; never raises."""
+    def unlink(self, other: Handle | RemoteHandle) -> None:
+        """Remove a link (both directions). Takes what :meth:`link` takes. Synchronous; never raises otherwise."""
         me = self.handle
+        if not isinstance(other, Handle):
+            remote = remote_for(me._node, other, "Server.unlink()")
+            local = remote.local(other)
+            if local is None:
+                remote.unlink(me, other)
+                return
+            other = local
         mine = me._process
         if mine is not None and mine._links:
             mine._links.discard(other)

@@ -36,23 +36,33 @@ from typing import Any
 
 import outcome
 
+from . import _node
 from ._calls import call_with_callback as _call_with_callback
 from ._calls import start_call as _start_call
 from ._handle import Handle
+from ._monitors import MonitorRef, _add_monitor, _remove_monitor
 from ._node import Node, run_default_node
 from ._process import Process
+from ._remote import RemoteHandle, RemoteProcesses
 from ._server import Server
+from ._signals import ExitReason
 from ._spawnable import Spawnable
 
 __all__ = [
     "Process",
+    "RemoteHandle",
+    "RemoteProcesses",
     "Spawnable",
     "call_with_callback",
+    "exit_signal",
+    "on_exit",
     "process_of",
     "run_default_node",
     "send_system",
     "server_of",
     "set_handle_reducer",
+    "set_activator",
+    "set_remote_processes",
     "start_call",
 ]
 
@@ -152,3 +162,65 @@ def set_handle_reducer(node: Node, reducer: Callable[[Handle], Any] | None) -> N
     :mod:`condukt.ray` sets one on each node of a cluster.
     """
     node._handle_reducer = reducer
+
+
+def set_remote_processes(node: Node, remote: RemoteProcesses | None) -> None:
+    """Let ``node``'s monitors and links reach processes of other nodes through ``remote``.
+
+    With it, ``node.monitor``, :meth:`Server.monitor`, :meth:`Server.demonitor`,
+    :meth:`Server.link` and :meth:`Server.unlink` take the references
+    ``remote`` knows (its :meth:`RemoteProcesses.local` does not raise
+    :class:`TypeError` for them) where they take a :class:`Handle`: a
+    reference to a process of this node is used as its local handle, one to
+    another node's process goes to ``remote.watch``/``link``/``unlink``.
+    ``None`` (every node's default) makes those APIs raise
+    :class:`TypeError` for anything but a :class:`Handle`. :mod:`condukt.ray`
+    sets one on each node of a cluster.
+    """
+    node._remote_processes = remote
+
+
+def exit_signal(handle: Handle, sender: Any, reason: ExitReason) -> None:
+    """Deliver the exit signal of a process linked with ``handle`` that exited with ``reason``.
+
+    What a local link does when ``sender`` exits: a process with
+    ``trap_exits`` gets ``Exit(sender, reason)`` in ``handle_info``;
+    otherwise any reason but ``"normal"`` stops it with that reason. For a
+    :class:`RemoteProcesses` delivering a remote link's signal. Does nothing
+    for a process that has exited or is stopping. Synchronous; never raises.
+    """
+    proc = handle._process
+    if proc is not None:
+        proc._exit_signal(sender, reason)
+
+
+class _ExitCallback:
+    __slots__ = ("_callback",)
+
+    def __init__(self, callback: Callable[[ExitReason], None]) -> None:
+        self._callback = callback
+
+    def _on_down(self, down: Any) -> None:
+        self._callback(down.reason)
+
+
+def on_exit(handle: Handle, callback: Callable[[ExitReason], None]) -> Callable[[], None]:
+    """Call ``callback(reason)`` once, synchronously in the node's trio run, when ``handle``'s process exits.
+
+    A monitor with no mailbox and no task: for an extension that must
+    clean up when a local process exits (a :class:`RemoteProcesses` ending
+    the remote watches of a process that is gone). An exited process calls
+    it at once with ``"noproc"``. Returns a function that removes it.
+    ``callback`` must not block or raise. Synchronous; never raises.
+    """
+    ref: MonitorRef = _add_monitor(handle, _ExitCallback(callback))
+    return lambda: _remove_monitor(ref)
+
+
+def set_activator(activator: Callable[[Node, Any, str, dict[str, Any]], Awaitable[Any]] | None) -> None:
+    """What :meth:`Node.agent` calls: ``await activator(node, cls, key, options)`` returns the handle.
+
+    :mod:`condukt.virtual` sets it when imported (``import condukt`` does);
+    the runtime itself knows nothing of agents or stores.
+    """
+    _node._activator = activator

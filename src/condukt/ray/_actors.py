@@ -11,10 +11,11 @@ import outcome
 import trio
 
 from ..otp import Handle, NameTaken, NoProc
-from ..otp.lowlevel import call_with_callback, set_handle_reducer
+from ..otp.lowlevel import call_with_callback, set_handle_reducer, set_remote_processes
 from ._bridge import await_ref, portable, portable_reason
 from ._handle import LocalNode, local_node, reduce_handle, set_local_node
 from ._hosts import NodeClosed, make_host
+from ._remote import ClusterProcesses
 
 __all__ = ["NodeActor", "Registry", "STREAM_BUFFER"]
 
@@ -98,6 +99,7 @@ class NodeActor:
         self._streams: dict[int, _Stream] = {}
         self._sids = itertools.count(1)
         self._closed: Any = None
+        self._remote = ClusterProcesses(node_id)
 
     @property
     def _node(self) -> Any:
@@ -109,6 +111,7 @@ class NodeActor:
         await self._host.open(self.node_options)
         node_id = self.node_id
         set_handle_reducer(self._host.node, lambda handle: reduce_handle(node_id, handle))  # type: ignore[arg-type]
+        set_remote_processes(self._host.node, self._remote)  # type: ignore[arg-type]
         set_local_node(LocalNode(node_id, cluster=cluster))
         self._closed = asyncio.get_running_loop().create_future()
         return os.getpid()
@@ -132,6 +135,11 @@ class NodeActor:
         result: tuple[str, int, int, int] = await self._host.call(read)
         return result
 
+    def _keep_exit_reason(self, handle: Handle) -> None:
+        local = local_node()
+        if local is not None:
+            local.export(handle)
+
     def _export(self, pid: int) -> Handle:
         local = local_node()
         handle = None if local is None else local.exports.get(pid)
@@ -147,7 +155,10 @@ class NodeActor:
 
         async def spawn_all() -> Any:
             node = self._node
-            return (True, [await node.spawn(cls, *args, **each) for each in kwargs])
+            handles = [await node.spawn(cls, *args, **each) for each in kwargs]
+            for handle in handles:
+                self._keep_exit_reason(handle)
+            return (True, handles)
 
         try:
             return await self._host.call(spawn_all)
@@ -158,7 +169,9 @@ class NodeActor:
         node = self._node
         try:
             if name is None:
-                return (True, await node.spawn(cls, *args, **kwargs))
+                handle = await node.spawn(cls, *args, **kwargs)
+                self._keep_exit_reason(handle)
+                return (True, handle)
             if not await await_ref(self.registry.reserve.remote(name, self.node_id), "registry"):
                 raise NameTaken(str(name) if not isinstance(name, str) else name)
             try:
@@ -166,6 +179,7 @@ class NodeActor:
             except BaseException:
                 self.registry.release.remote(name, self.node_id, None)
                 raise
+            self._keep_exit_reason(handle)
             agent = hasattr(handle, "run") and hasattr(handle, "stream")
             await await_ref(self.registry.confirm.remote(name, self.node_id, handle.id, agent), "registry")
             trio.lowlevel.spawn_system_task(self._release_on_exit, handle, name)
@@ -219,20 +233,61 @@ class NodeActor:
             deliver(_MAILBOX_FULL)  # wait for room the ordinary way
         return withdraw
 
+    async def virtual_invoke(self, request: tuple[Any, str, dict[str, Any], str, tuple[Any, ...], Any]) -> Any:
+        """``(cls, key, options, method, args, kwargs)``: a method of the virtual agent of ``key`` on this node."""
+        cls, key, options, method, args, kwargs = request
+
+        async def inside() -> Any:
+            try:
+                handle = await self._node.agent(cls, key, **options)
+                return (True, await getattr(handle, method)(*args, **kwargs))
+            except Exception as exc:
+                return (False, portable(exc))
+
+        return await self._host.call(inside)
+
+    async def link_back(self, pid: int, origin: Any) -> None:
+        """The other half of a link made on ``origin``'s node: ``origin``'s exit signals process ``pid``."""
+
+        async def inside() -> None:
+            local = local_node()
+            handle = None if local is None else local.exports.get(pid)
+            if handle is not None:
+                self._remote._link_one_way(handle, origin)
+            # else: gone; the origin's own watch of it signals "noproc"
+
+        try:
+            await self._host.call(inside)
+        except (NodeClosed, trio.RunFinishedError):
+            pass
+
+    async def unlink_back(self, pid: int, origin: Any) -> None:
+        """Remove the half of a link that :meth:`link_back` made."""
+
+        async def inside() -> None:
+            self._remote._unlink_one_way(pid, origin)
+
+        try:
+            await self._host.call(inside)
+        except (NodeClosed, trio.RunFinishedError):
+            pass
+
     async def wait_exit(self, pid: int) -> Any:
+        """``(reason,)`` once process ``pid`` exits: a tuple, as a reason may be an exception (Ray would raise it)."""
+
         async def inside() -> Any:
             local = local_node()
             handle = None if local is None else local.exports.get(pid)
             if handle is None:
-                return "noproc"
-            return portable_reason(await handle.wait())
+                return ("noproc",)
+            return (portable_reason(await handle.wait()),)
 
         try:
             return await self._host.call(inside)
         except (NodeClosed, trio.RunFinishedError):
             # The node is stopping: its processes go with it, as when its actor is lost
             # (a raise here would only be "unhandled" in Ray's log: nobody may be waiting).
-            return "noconnection"
+            return ("noconnection",)
 
     async def stream_open(self, pid: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         async def inside() -> Any:

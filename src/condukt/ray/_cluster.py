@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -16,16 +17,18 @@ from typing import Any, Literal, cast
 import attrs
 import ray
 import trio
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ..otp import ChildSpec, ConduktError, Down, Exit, Server, is_normal_exit, is_shutdown_exit
-from ..otp.lowlevel import send_system
+from ..otp import ChildSpec, ConduktError, Down, Server, is_shutdown_exit
+from ..virtual import check_key
 from ._actors import NodeActor, Registry
 from ._bridge import NodeDown, await_ref, unwrap
-from ._handle import NAMESPACE, ClusterHandle, actor_name, actor_of, local_node, remember_actor
+from ._handle import NAMESPACE, ClusterHandle, actor_name, actor_of, forget_actors, local_node, remember_actor
 
 __all__ = [
     "Cluster",
     "ClusterMonitor",
+    "ClusterVirtualHandle",
     "ClusterSupervisor",
     "NodeInfo",
     "current_cluster",
@@ -41,6 +44,9 @@ logger = logging.getLogger("condukt.ray")
 
 #: Concurrent calls one node actor accepts (monitors and stream reads wait in one each).
 MAX_CONCURRENCY = 100_000
+
+#: Starts a cluster supervisor tries for a child whose start failed with a ``retry_after`` (a session still owned).
+RESTART_ATTEMPTS = 10
 
 #: How long placement trusts the process counts it last read from the nodes (seconds).
 LOAD_TTL = 1.0
@@ -111,8 +117,11 @@ def shutdown() -> None:
     this puts back what :func:`init` found. :func:`open_cluster` calls it
     when it started Ray itself.
     """
-    global _environment_before
+    global _environment_before, _remote_node, _remote_registry
     ray.shutdown()
+    # Actor classes and actor handles belong to the Ray session they were made in.
+    _remote_node = _remote_registry = None
+    forget_actors()
     before, _environment_before = _environment_before, None
     if before is not None:
         for key in [key for key in os.environ if key not in before]:
@@ -165,8 +174,12 @@ class Cluster:
 
     # ---------------------------------------------------------------- nodes
 
-    async def add_node(self) -> str:
+    async def add_node(self, *, ray_node: str | None = None) -> str:
         """Start one more node (a new Ray actor); returns its id. Driver only.
+
+        ``ray_node``: the id of the Ray node (a raylet, a machine) to start
+        it on (``ray.nodes()`` lists them, ``"NodeID"``); ``None`` lets Ray
+        choose. A condukt node pinned to a Ray node is lost with it.
 
         Cancellation: the actor may still come up; it is closed with the cluster.
         """
@@ -174,12 +187,16 @@ class Cluster:
             raise ConduktError("only the driver that opened the cluster adds nodes")
         node_class, _ = _actor_classes()
         node_id = uuid.uuid4().hex[:12]
+        options: dict[str, Any] = {}
+        if ray_node is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray_node, soft=False)
         actor = node_class.options(
             name=actor_name(node_id),
             namespace=NAMESPACE,
             num_cpus=0,
             max_concurrency=MAX_CONCURRENCY,
             max_restarts=0,
+            **options,
         ).remote(node_id, self._registry, self._node_options, self._trio_host)
         remember_actor(node_id, actor)
         await await_ref(actor.start.remote(self), node_id)
@@ -326,6 +343,40 @@ class Cluster:
         names: list[Hashable] = await await_ref(self._registry.registered.remote(), "registry")
         return names
 
+    async def node_for(self, key: str) -> str:
+        """The node that runs the virtual agent of ``key`` now: rendezvous hashing of the key over the live nodes.
+
+        Each live node scores ``sha256(node id + key)``; the highest wins. A
+        node lost moves only its own keys (to the next highest), a node
+        added takes about its share. Cancellation: nothing changes.
+        """
+        check_key(key)
+        ids = await self._node_ids()
+        if not ids:
+            raise ConduktError("no live node in the cluster to place a virtual agent on")
+        return max(ids, key=lambda node_id: hashlib.sha256(f"{node_id}/{key}".encode()).digest())
+
+    async def agent(self, cls: type[Server], key: str, **options: Any) -> ClusterVirtualHandle:
+        """The handle of the virtual agent of ``key`` anywhere in the cluster (see :mod:`condukt.virtual`).
+
+        Each call goes to the node :meth:`node_for` picks, which activates
+        the key there if needed (at most once: every caller picks the same
+        node; with a leasing ``session_store`` the store's lease covers
+        other drivers too). When that node is lost, the next call goes to
+        the next node by the hash, which activates the key from the store
+        (``lease_wait`` defaults to twice the store's ``lease_ttl`` here,
+        so it waits out the lost node's lease). ``cls`` and ``options``
+        travel with each call (pickled).
+
+        Cancellation: nothing to cancel (nothing starts before the first call).
+        """
+        check_key(key)
+        store = options.get("session_store")
+        if "lease_wait" not in options and store is not None and hasattr(store, "lease_ttl"):
+            options["lease_wait"] = 2 * float(store.lease_ttl)
+        await trio.lowlevel.checkpoint()
+        return ClusterVirtualHandle(self, cls, key, options)
+
     def monitor(self, handle: ClusterHandle) -> ClusterMonitor:
         """``async with cluster.monitor(handle) as m``: ``await m.wait()`` returns the :class:`condukt.Down`.
 
@@ -348,6 +399,65 @@ class Cluster:
         if self._nursery is None:
             raise ConduktError("cluster supervisors run in the driver that opened the cluster")
         return ClusterSupervisor(self, self._nursery, max_restarts, max_seconds)
+
+
+class ClusterVirtualHandle:
+    """The virtual agent of one key in a cluster (see :meth:`Cluster.agent`); picklable.
+
+    Every :class:`condukt.virtual.VirtualHandle` method (``run``, ``call``,
+    ``history``, ...) is available, awaited: one Ray call to the key's
+    node. A call whose node is lost before it answered raises
+    :class:`NodeDown`; the next call goes to the key's new node.
+    """
+
+    def __init__(self, cluster: Cluster, cls: Any, key: str, options: dict[str, Any]) -> None:
+        self._cluster = cluster
+        self._cls = cls
+        #: The agent's key.
+        self.key = key
+        self._options = options
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (ClusterVirtualHandle, (self._cluster, self._cls, self.key, self._options))
+
+    def __repr__(self) -> str:
+        return f"<ClusterVirtualHandle {getattr(self._cls, '__name__', self._cls)} {self.key!r:.60}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClusterVirtualHandle) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    async def _use(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        cluster = self._cluster
+        node_id = await cluster.node_for(self.key)
+        ref = actor_of(node_id).virtual_invoke.remote((self._cls, self.key, self._options, method, args, kwargs))
+        try:
+            return unwrap(await await_ref(ref, node_id))
+        except NodeDown:
+            cluster._dead.add(node_id)
+            if cluster._nursery is not None:
+                await cluster.node_lost(node_id)
+            raise
+
+    async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
+        """:meth:`condukt.Handle.call` on the key's activation. Cancellation cancels the Ray call."""
+        return await self._use("call", (request, timeout), {})
+
+    async def run(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`condukt.AgentHandle.run` on the key's activation. Cancellation cancels the Ray call."""
+        return await self._use("run", args, kwargs)
+
+    def __getattr__(self, method: str) -> Any:
+        if method.startswith("_"):
+            raise AttributeError(method)
+
+        async def forwarded(*args: Any, **kwargs: Any) -> Any:
+            return await self._use(method, args, kwargs)
+
+        forwarded.__name__ = method
+        return forwarded
 
 
 class ClusterMonitor:
@@ -381,7 +491,7 @@ class ClusterMonitor:
         """
         if self.down is None:
             try:
-                reason = await await_ref(self._ref, self.handle.node_id)
+                (reason,) = await await_ref(self._ref, self.handle.node_id)
             except NodeDown:
                 reason = "noconnection"
                 owner = _driver_cluster
@@ -398,38 +508,23 @@ async def _exit_of(handle: ClusterHandle) -> Any:
 
 
 def monitor(server: Server, handle: ClusterHandle) -> None:
-    """Monitor a process anywhere in the cluster from inside ``server`` (a process on a node).
+    """``server.monitor(handle)``: kept from before the plain APIs took a :class:`ClusterHandle`.
 
-    ``server.handle_info`` gets ``Down(handle, reason)`` when it exits, with
-    ``"noconnection"`` if its node is lost, as for a local monitor. The
-    watch is one of the server's background tasks (it ends with the server).
+    ``server.handle_info`` gets ``Down(handle, reason)`` when the process
+    exits, with ``"noconnection"`` if its node is lost. Synchronous.
     """
-
-    async def watch() -> None:
-        reason = await _exit_of(handle)
-        send_system(server.handle, Down(cast(Any, handle), reason))
-
-    server.start_soon(watch)
+    server.monitor(handle)
 
 
 def link(server: Server, handle: ClusterHandle) -> None:
-    """Link ``server`` to a process anywhere in the cluster, in that direction.
+    """``server.link(handle)``: kept from before the plain APIs took a :class:`ClusterHandle`.
 
-    When the process exits with a reason other than ``"normal"`` (a lost
-    node counts as ``"noconnection"``), ``server`` exits with that reason,
-    or, with ``trap_exits``, gets ``Exit(handle, reason)`` in
-    ``handle_info``. Unlike a local link, the remote process is not told
-    when ``server`` exits (monitor it there if that matters).
+    Both ways, as a local link: the process exiting with a reason other
+    than ``"normal"`` (a lost node counts as ``"noconnection"``) stops
+    ``server`` (or, with ``trap_exits``, sends it ``Exit(handle, reason)``),
+    and ``server`` exiting so stops the process. Synchronous.
     """
-
-    async def watch() -> None:
-        reason = await _exit_of(handle)
-        if server.trap_exits:
-            send_system(server.handle, Exit(cast(Any, handle), reason))
-        elif not is_normal_exit(reason):
-            server.stop(reason)
-
-    server.start_soon(watch)
+    server.link(handle)
 
 
 @attrs.define
@@ -498,6 +593,20 @@ class ClusterSupervisor:
         handle: ClusterHandle = unwrap(await await_ref(ref, node_id))
         return handle
 
+    async def _restart(self, spec: ChildSpec[Any], avoid: frozenset[str]) -> ClusterHandle:
+        # A child whose start says when to try again (a session store's SessionOwned while the
+        # lost node's lease runs out: its retry_after) is started again then, a few times.
+        for attempt in range(RESTART_ATTEMPTS):
+            try:
+                return await self._start(spec, None, avoid)
+            except Exception as exc:
+                retry = getattr(exc, "retry_after", None)
+                if not isinstance(retry, (int, float)) or attempt == RESTART_ATTEMPTS - 1:
+                    raise
+                logger.info("condukt.ray: restarting %r in %.1f s: %s", spec, retry, exc)
+                await trio.sleep(max(float(retry), 0.05))
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def _watch(self, child: _Child) -> None:
         while True:
             reason = await _exit_of(child.handle)
@@ -518,7 +627,7 @@ class ClusterSupervisor:
                 return
             try:
                 avoid = frozenset({child.handle.node_id}) if lost else frozenset()
-                child.handle = await self._start(child.spec, None, avoid)
+                child.handle = await self._restart(child.spec, avoid)
             except Exception:
                 logger.exception("condukt.ray: restarting %r failed", child.spec)
                 self._children.remove(child)
@@ -571,8 +680,12 @@ async def open_cluster(
     init(address, **(ray_options or {}))
     _, registry_class = _actor_classes()
     cluster_id = uuid.uuid4().hex[:12]
+    # The registry lives on the driver's Ray node: a lost worker machine does not take the names with it.
     registry = registry_class.options(
-        name=f"condukt-registry-{cluster_id}", namespace=NAMESPACE, num_cpus=0
+        name=f"condukt-registry-{cluster_id}",
+        namespace=NAMESPACE,
+        num_cpus=0,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False),
     ).remote()
     cluster = Cluster(cluster_id, registry, placement)
     cluster._node_options = dict(node_options or {})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import weakref
+import threading
 from collections.abc import Hashable
 from types import TracebackType
 from typing import Any
@@ -31,14 +31,33 @@ UNRESPONSIVE_GRACE = 5.0
 NAMESPACE = "condukt"
 
 
+#: Exported processes a node's table holds past the live ones before it drops those that exited.
+EXPORT_SLACK = 4096
+
+
 @attrs.define
 class LocalNode:
     """The condukt node running in this Python process (inside a node actor), if any."""
 
     node_id: str
-    #: Handles of this node that were pickled (sent elsewhere), by process id.
-    exports: weakref.WeakValueDictionary[int, Handle] = attrs.field(factory=weakref.WeakValueDictionary)
+    #: Handles of this node that were pickled (sent elsewhere) or spawned through the cluster, by process id.
+    #: Strong references: an exited process's handle keeps its exit reason for monitors that arrive late,
+    #: until a sweep (when the table has grown by half its live size plus EXPORT_SLACK) drops it.
+    exports: dict[int, Handle] = attrs.field(factory=dict)
     cluster: Any = None
+    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _sweep_at: int = EXPORT_SLACK
+
+    def export(self, handle: Handle) -> None:
+        """Put ``handle`` in the table (from any thread)."""
+        with self._lock:
+            exports = self.exports
+            if handle.id not in exports:
+                exports[handle.id] = handle
+                if len(exports) > self._sweep_at:
+                    live = {pid: kept for pid, kept in exports.items() if kept.alive}
+                    self.exports = live
+                    self._sweep_at = len(live) + len(live) // 2 + EXPORT_SLACK
 
 
 _local: LocalNode | None = None
@@ -66,6 +85,11 @@ def remember_actor(node_id: str, actor: Any) -> None:
     _actors[node_id] = actor
 
 
+def forget_actors() -> None:
+    """Drop the cached actor handles (they belong to the Ray session that is ending)."""
+    _actors.clear()
+
+
 def actor_of(node_id: str) -> Any:
     """The Ray actor of a node, looked up by name once per process."""
     actor = _actors.get(node_id)
@@ -84,7 +108,7 @@ def reduce_handle(node_id: str, handle: Handle) -> tuple[Any, tuple[Any, ...]]:
     """How a node's local handle pickles: exported, then rebuilt as a :class:`ClusterHandle`."""
     local = _local
     if local is not None:
-        local.exports[handle.id] = handle
+        local.export(handle)
     agent = hasattr(handle, "run") and hasattr(handle, "stream")
     return (ClusterHandle, (node_id, handle.id, handle.name, agent))
 
@@ -225,7 +249,8 @@ class ClusterHandle:
         from ._bridge import NodeDown
 
         try:
-            return await await_ref(actor_of(self.node_id).wait_exit.remote(self.id), self.node_id)
+            (reason,) = await await_ref(actor_of(self.node_id).wait_exit.remote(self.id), self.node_id)
+            return reason
         except NodeDown:
             return "noconnection"
 

@@ -123,6 +123,17 @@ class PostgresStore(JournaledStore):
         **conninfo: Any,
     ) -> None:
         super().__init__(lease_ttl=lease_ttl, run_events=run_events, runs=runs)
+        self._config: dict[str, Any] = {
+            "dsn": dsn,
+            "lease_ttl": lease_ttl,
+            "schema": schema,
+            "pool_size": pool_size,
+            "retry_for": retry_for,
+            "statement_timeout": statement_timeout,
+            "run_events": run_events,
+            "runs": runs,
+            **conninfo,
+        }
         if not _IDENTIFIER.fullmatch(schema):
             raise ValueError(f"schema must be a plain SQL identifier, not {schema!r}")
         if pool_size < 1:
@@ -153,6 +164,11 @@ class PostgresStore(JournaledStore):
         self._schema_lock = trio.Lock()
         s = f'"{schema}"'
         self._sql = {name: sql.format(s=s) for name, sql in _STATEMENTS.items()}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (to a node of a condukt.ray cluster, say), a store is its configuration: the
+        # copy is a store object of its own, a node with its own connections and leases.
+        return (_from_config, (self._config,))
 
     @property
     def schema(self) -> str:
@@ -463,6 +479,10 @@ class PostgresStore(JournaledStore):
             await connection.execute(self._sql["beat"], [self._node, self._lease_ttl])
 
         await self._with_retries(op)
+
+
+def _from_config(config: dict[str, Any]) -> PostgresStore:
+    return PostgresStore(**config)
 
 
 async def _roll_back(connection: Connection) -> None:
