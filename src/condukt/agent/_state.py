@@ -11,6 +11,7 @@ model) and stopping are here too; what a run does is :mod:`._loop`'s.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
@@ -20,9 +21,10 @@ import trio
 from trio.lowlevel import Task
 
 from ..events import Event
-from ..messages import AssistantMessage, UserMessage
+from ..messages import AssistantMessage, Message, UserMessage
 from ..otp import NO_REPLY, Caller, ExitReason, Server
 from ..secrets import Secrets, resolve_secrets
+from ..serialization import structure, unstructure
 from ..sessions import RunCheckpoint
 from ..tools import resolve_tools
 from ._capability import NO_HOOKS, Capability, Hooks
@@ -30,7 +32,7 @@ from ._config import AgentConfig
 from ._context import NO_ENV, AgentContext, Behaviour
 from ._errors import AgentError, Busy, NotRunning
 from ._info import AgentInfo, RunInfo, ToolCallInfo
-from ._lifecycle import Lifecycle, State
+from ._lifecycle import EMPTY_QUEUE, Lifecycle, State
 from ._plan import Lineup, at_start, once_resolved, run_hooks
 from ._requests import (
     AbortRun,
@@ -55,6 +57,24 @@ def _same(text: str) -> str:
     return text
 
 
+#: What ``AgentContext.messages`` and ``tools_by_name`` are while the agent
+#: hibernates: empty and immutable, so a stray write fails loudly.
+_ASLEEP_MESSAGES: Any = ()
+_ASLEEP_TOOLS: Mapping[str, Any] = MappingProxyType({})
+
+
+def _encode_history(messages: list[Message]) -> bytes:
+    """The history as one JSON array, each message in the session store's encoding (``condukt.sessions``)."""
+    return ("[" + ",".join(
+        json.dumps(unstructure(m, Message), ensure_ascii=True, separators=(",", ":")) for m in messages
+    ) + "]").encode("ascii")
+
+
+def _decode_history(blob: bytes) -> list[Message]:
+    messages: list[Message] = structure(json.loads(blob), list[Message])
+    return messages
+
+
 class AgentState(Lineup):
     """One agent incarnation's kernel state: its context, capabilities and lifecycle; its mailbox dispatch.
 
@@ -65,7 +85,7 @@ class AgentState(Lineup):
     runs that point to the context and the :class:`~condukt.agent._run.Listeners`.
     """
 
-    __slots__ = ("_runs", "agent", "context", "hooks", "lifecycle", "listeners")
+    __slots__ = ("_asleep", "_runs", "agent", "context", "hooks", "lifecycle", "listeners")
 
     def __init__(
         self,
@@ -82,6 +102,8 @@ class AgentState(Lineup):
         self.hooks = NO_HOOKS
         self.lifecycle = Lifecycle(self.context, self)
         self._runs = 0
+        #: While hibernating: the history, serialized (see :meth:`hibernate`).
+        self._asleep: bytes | None = None
 
     # ------------------------------------------------------------------ start and stop
 
@@ -158,6 +180,49 @@ class AgentState(Lineup):
         self.lifecycle.close()
         for stop in self.hooks.stop:
             await stop(self.context, reason)
+
+    # ------------------------------------------------------------------ hibernation
+
+    def hibernate(self) -> bool:
+        """Compact an idle agent: its history becomes one serialized blob, its caches go; False if busy.
+
+        The history is encoded as the session store encodes messages (JSON
+        through :mod:`condukt.serialization`): one ``bytes`` object the
+        cyclic collector never walks, instead of a graph of messages, blocks
+        and tuples. ``tools_by_name`` (derived from ``tools``) and empty
+        queues are dropped. :meth:`wake` restores equal messages.
+        """
+        lifecycle = self.lifecycle
+        if (
+            self._asleep is not None
+            or lifecycle.state is not State.IDLE
+            or lifecycle.current is not None
+            or lifecycle.queue
+            or lifecycle.follow_ups
+            or lifecycle.working
+        ):
+            return False
+        ctx = self.context
+        self._asleep = _encode_history(ctx.messages)
+        ctx.messages = _ASLEEP_MESSAGES
+        ctx.tools_by_name = _ASLEEP_TOOLS
+        lifecycle.queue = lifecycle.follow_ups = EMPTY_QUEUE
+        return True
+
+    def wake(self) -> None:
+        """Undo :meth:`hibernate`: the history decoded into a list again, ``tools_by_name`` rebuilt."""
+        blob = self._asleep
+        if blob is None:
+            return
+        ctx = self.context
+        ctx.messages = _decode_history(blob)
+        ctx.tools_by_name = {tool.name: tool for tool in ctx.tools}
+        self._asleep = None
+
+    @property
+    def hibernating(self) -> bool:
+        """Whether the agent's state is compacted (it hibernates)."""
+        return self._asleep is not None
 
     # ------------------------------------------------------------------ mailbox
 
@@ -284,7 +349,9 @@ class AgentState(Lineup):
 
     @property
     def lifecycle_state(self) -> str:
-        """``"idle"``, ``"running"``, ``"finishing"`` or ``"maintaining"``."""
+        """``"idle"``, ``"running"``, ``"finishing"``, ``"maintaining"`` or ``"hibernated"``."""
+        if self._asleep is not None:
+            return "hibernated"
         return self.lifecycle.state.value
 
     @property
@@ -330,4 +397,4 @@ class AgentState(Lineup):
                 in_flight = tuple(ToolCallInfo(call.id, call.name) for call, result in pairs if result is None)
             elapsed = trio.current_time() - run.started_at if run.started_at else 0.0
             run_info = RunInfo(run.id, self.context.scrub(run.prompt), run.turn, run.usage, in_flight, elapsed)
-        return AgentInfo(self.context.id, lifecycle.state.value, len(lifecycle.queue), run_info)
+        return AgentInfo(self.context.id, self.lifecycle_state, len(lifecycle.queue), run_info)

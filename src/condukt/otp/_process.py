@@ -340,8 +340,10 @@ class Process:
         context = self._context
         assert hibernation is not None and context is not None
         try:
-            context.run(hibernation.nursery.start_soon, self._main)
-        except RuntimeError:  # its supervisor is gone: nowhere to run any more
+            # A copy: the saved context may be the one running now (a call
+            # answered at once runs in it), and a context is entered once.
+            context.copy().run(hibernation.nursery.start_soon, self._main)
+        except RuntimeError:  # its supervisor's nursery is closed: nowhere to run any more
             self._exit("shutdown")
 
     def _abort_park(self, raise_cancel: Any) -> Abort:
