@@ -76,6 +76,7 @@ async def test_every_operation_on_a_hibernated_agent_matches_an_awake_one(autoju
 
             await step(lambda: agent.run("first"))
             await step(lambda: agent.run("tool please"))
+            await step(agent.last_result)
             await step(agent.history)
             await step(lambda: _stream(agent, "streamed"))
             await step(lambda: agent.steer("too late"))  # nothing runs: NotRunning
@@ -88,6 +89,7 @@ async def test_every_operation_on_a_hibernated_agent_matches_an_awake_one(autoju
             await step(agent.clear)
             await step(agent.history)
             await step(lambda: agent.run("fresh"))
+            await step(agent.last_result)
             seen.append(agent.session_id is not None)
         assert outcomes["awake"] == outcomes["sleepy"]
         assert outcomes["awake"][0] == "1 messages, last 'first'"

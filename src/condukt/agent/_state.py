@@ -34,6 +34,7 @@ from ._errors import AgentError, Busy, NotRunning
 from ._info import AgentInfo, RunInfo, ToolCallInfo
 from ._lifecycle import EMPTY_QUEUE, Lifecycle, State
 from ._plan import Lineup, at_start, once_resolved, run_hooks
+from ._result import RunResult
 from ._requests import (
     AbortRun,
     CancelRun,
@@ -63,20 +64,20 @@ _ASLEEP_MESSAGES: Any = ()
 _ASLEEP_TOOLS: Mapping[str, Any] = MappingProxyType({})
 
 
-def _encode_history(messages: list[Message]) -> bytes:
-    """The history as one compressed pickle: a ``bytes`` object the cyclic collector never walks.
+def _encode_history(state: tuple[list[Message], RunResult | None]) -> bytes:
+    """The history (and the last run's result) as one compressed pickle: a ``bytes`` object the cyclic collector never walks.
 
     Not the session store's JSON: decoding that through cattrs measured
     about twice as slow as unpickling (benchmarks/hibernate.py's wake-up),
     and its blobs twice as large. The data never leaves the process, so
     pickle's trust problem does not arise.
     """
-    return zlib.compress(pickle.dumps(messages, pickle.HIGHEST_PROTOCOL), 1)
+    return zlib.compress(pickle.dumps(state, pickle.HIGHEST_PROTOCOL), 1)
 
 
-def _decode_history(blob: bytes) -> list[Message]:
-    messages: list[Message] = pickle.loads(zlib.decompress(blob))
-    return messages
+def _decode_history(blob: bytes) -> tuple[list[Message], RunResult | None]:
+    state: tuple[list[Message], RunResult | None] = pickle.loads(zlib.decompress(blob))
+    return state
 
 
 class AgentState(Lineup):
@@ -192,8 +193,9 @@ class AgentState(Lineup):
 
         The history becomes one ``bytes`` object (a compressed pickle) the
         cyclic collector never walks, instead of a graph of messages, blocks
-        and tuples. ``tools_by_name`` (derived from ``tools``) and empty
-        queues are dropped. :meth:`wake` restores equal messages. A history
+        and tuples (the last run's result goes with it). ``tools_by_name``
+        and ``tool_definitions`` (derived from ``tools``) and empty queues
+        are dropped. :meth:`wake` restores equal messages. A history
         that cannot be pickled keeps the agent awake.
         """
         lifecycle = self.lifecycle
@@ -207,13 +209,20 @@ class AgentState(Lineup):
         ):
             return False
         ctx = self.context
+        # The last result goes into the blob unless it holds an exception
+        # (pickling would drop its traceback: ``last_result().error`` must stay the same object).
+        result = ctx.last_result
+        folded = result if result is not None and result.error is None else None
         try:
-            self._asleep = _encode_history(ctx.messages)
+            self._asleep = _encode_history((ctx.messages, folded))
         except Exception:  # something in it does not pickle: stay awake, as it was
             logger.debug("%r: history does not pickle; not hibernating", ctx.handle, exc_info=True)
             return False
         ctx.messages = _ASLEEP_MESSAGES
+        if folded is not None:
+            ctx.last_result = None
         ctx.tools_by_name = _ASLEEP_TOOLS
+        ctx.tool_definitions = ()
         lifecycle.queue = lifecycle.follow_ups = EMPTY_QUEUE
         return True
 
@@ -223,8 +232,10 @@ class AgentState(Lineup):
         if blob is None:
             return
         ctx = self.context
-        ctx.messages = _decode_history(blob)
-        ctx.tools_by_name = {tool.name: tool for tool in ctx.tools}
+        ctx.messages, result = _decode_history(blob)
+        if result is not None:
+            ctx.last_result = result
+        ctx.set_tools(ctx.tools)  # tools_by_name and tool_definitions again (each tool keeps its definition)
         self._asleep = None
 
     @property

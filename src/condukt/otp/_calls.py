@@ -62,9 +62,8 @@ def _handle_now(proc: Process, request: Any, caller: Caller) -> Any:
     assert server is not None
     proc._current = caller
     try:
-        hibernation = proc._hibernation
-        if hibernation is not None:
-            hibernation.idle()  # busy now: the idle time counts from here
+        if proc._hibernate_after is not None:
+            proc._idle()  # busy now: the idle time counts from here
             proc._thaw()
         reply = _context_of(proc).run(server.handle_call_now, request, caller)
     except Exception as exc:  # noqa: BLE001  # the process crashes, as in its own task
@@ -144,8 +143,8 @@ async def _run_hosted(
         raise
     finally:
         proc._hosted = None
-        if proc._hibernation is not None:
-            proc._hibernation.idle_since = trio.current_time()
+        if proc._hibernate_after is not None:
+            proc._idle_since = trio.current_time()
         waiter = hosted.waiter
         if waiter is not None:  # the exiting process waits for the work to end
             reschedule(waiter)

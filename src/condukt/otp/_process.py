@@ -63,54 +63,7 @@ _STARTING, _RUNNING, _DEAD, _BOOTING = 0, 1, 2, 3
 _STOPPED, _NEEDS_NURSERY, _HIBERNATED = 0, 1, 2
 
 
-class _Hibernation(Timed):
-    """A process's ``hibernate_after``: its timer, since when it is idle, and where its task restarts.
-
-    Made only for a process started with ``hibernate_after``: the others
-    pay one ``None`` slot. The timer is scheduled when the process parks
-    with no timer pending, and re-armed at ``idle_since + after`` when it
-    fires early (a message came meanwhile): one heap entry per idle period,
-    not one per message.
-    """
-
-    __slots__ = ("after", "asleep", "idle_since", "nursery", "proc")
-
-    def __init__(self, proc: Process, after: float, nursery: trio.Nursery) -> None:
-        self._timer_state = 0
-        self.proc = proc
-        self.after = after
-        self.nursery = nursery
-        self.idle_since = 0.0
-        #: The server's state is compacted (its ``hibernate`` hook said so).
-        self.asleep = False
-
-    def idle(self) -> None:
-        """The process parks: idle from now; make sure the timer will look at it."""
-        now = self.idle_since = trio.current_time()
-        if self._timer_state != 1:
-            self.proc._handle._node._timers.schedule(now + self.after, self)
-
-    def _fire(self) -> None:
-        proc = self.proc
-        if proc._state != _RUNNING or proc._stop is not None or not proc._parked:
-            return  # exiting, or handling messages: its next park re-arms the timer
-        now = trio.current_time()
-        due = self.idle_since + self.after
-        if proc._hosted is not None or proc._current is not None or proc._mailbox:
-            due = now + self.after  # a caller runs work for it: look again later
-        if due > now:
-            proc._handle._node._timers.schedule(due, self)
-            return
-        task = proc._task
-        if task is None:
-            # Already without a task (a call answered at once woke only its state).
-            proc._compact_server()
-            return
-        proc._parked = False
-        reschedule(task, outcome.Value(_HIBERNATED))  # a plain wake-up brings None
-
-
-class Process:
+class Process(Timed):
     """The state of one running incarnation of a process (see :mod:`condukt.otp.lowlevel`).
 
     The runtime makes one per start, with its :class:`Handle`, and the
@@ -128,9 +81,12 @@ class Process:
         "_current",
         "_exit_waiters",
         "_deferred",
+        "_asleep",
         "_handle",
-        "_hibernation",
+        "_hibernate_after",
+        "_home",
         "_hosted",
+        "_idle_since",
         "_init_task",
         "_links",
         "_mailbox",
@@ -187,7 +143,18 @@ class Process:
         self._exit_waiters: list[Task] | None = None
         # A supervisor's ``boot`` arguments, kept until its own task runs it.
         self._boot_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
-        self._hibernation: _Hibernation | None = None
+        # ``hibernate_after``: seconds idle before the task ends (None: never),
+        # the nursery it restarts in, since when it is idle, whether the
+        # server's state is compacted. The process is its own timer entry
+        # (``Timed``): one object less per hibernating process. The timer is
+        # armed when the process parks with none pending, and re-armed at
+        # ``_idle_since + after`` when it fires early: one heap entry per
+        # idle period, not one per message.
+        self._timer_state = 0
+        self._hibernate_after: float | None = None
+        self._home: trio.Nursery | None = None
+        self._idle_since = 0.0
+        self._asleep = False
         handle._process = self
 
     # ------------------------------------------------------------------ public, read-only
@@ -257,8 +224,7 @@ class Process:
         Only a process started with ``hibernate_after`` hibernates (see
         ``docs/runtime.md``); its next message wakes it. Synchronous; never raises.
         """
-        hibernation = self._hibernation
-        return hibernation is not None and hibernation.asleep and self._state != _DEAD
+        return self._asleep and self._state != _DEAD
 
     def __repr__(self) -> str:
         return f"<Process of {self._handle!r}>"
@@ -313,36 +279,63 @@ class Process:
             and (nursery is None or not nursery.child_tasks)
         )
 
+    def _idle(self) -> None:
+        """The process parks (or a caller starts work for it): idle from now; make sure the timer will look."""
+        now = self._idle_since = trio.current_time()
+        if self._timer_state != 1:
+            after = self._hibernate_after
+            assert after is not None
+            self._handle._node._timers.schedule(now + after, self)
+
+    def _fire(self) -> None:
+        """The hibernation timer: end the task of a process idle for ``hibernate_after``, else look again later."""
+        if self._state != _RUNNING or self._stop is not None or not self._parked:
+            return  # exiting, or handling messages: its next park re-arms the timer
+        after = self._hibernate_after
+        assert after is not None
+        now = trio.current_time()
+        due = self._idle_since + after
+        if self._hosted is not None or self._current is not None or self._mailbox:
+            due = now + after  # a caller runs work for it: look again later
+        if due > now:
+            self._handle._node._timers.schedule(due, self)
+            return
+        task = self._task
+        if task is None:
+            # Already without a task (a call answered at once woke only its state).
+            self._compact_server()
+            return
+        self._parked = False
+        reschedule(task, outcome.Value(_HIBERNATED))  # a plain wake-up brings None
+
     def _compact_server(self) -> None:
         """Ask the server to compact its state (its ``hibernate`` hook); a failing hook is logged, never fatal."""
-        hibernation = self._hibernation
         server = self._server
-        if hibernation is None or hibernation.asleep or server is None:
+        if self._asleep or server is None:
             return
         try:
-            hibernation.asleep = bool(server.hibernate())
+            self._asleep = bool(server.hibernate())
         except Exception as exc:  # the state is as it was: the process stays awake
             logger.error("%r: hibernate() raised", self._handle, exc_info=exc)
 
     def _thaw(self) -> None:
         """Restore the server's compacted state before it handles anything (its ``wake`` hook)."""
-        hibernation = self._hibernation
-        if hibernation is None or not hibernation.asleep:
+        if not self._asleep:
             return
-        hibernation.asleep = False
+        self._asleep = False
         server = self._server
         if server is not None:
             server.wake()
 
     def _restart_task(self) -> None:
         """A message for a hibernating process: its task starts again where it was started, in its old context."""
-        hibernation = self._hibernation
+        home = self._home
         context = self._context
-        assert hibernation is not None and context is not None
+        assert home is not None and context is not None
         try:
             # A copy: the saved context may be the one running now (a call
             # answered at once runs in it), and a context is entered once.
-            context.copy().run(hibernation.nursery.start_soon, self._main)
+            context.copy().run(home.start_soon, self._main)
         except RuntimeError:  # its supervisor's nursery is closed: nowhere to run any more
             self._exit("shutdown")
 
@@ -385,7 +378,7 @@ class Process:
         """The mailbox loop: returns ``_STOPPED``, ``_NEEDS_NURSERY`` or ``_HIBERNATED`` (the task may end)."""
         server = self._server
         assert server is not None
-        hibernation = self._hibernation
+        hibernates = self._hibernate_after is not None
         while True:
             if self._stop is not None:
                 return _STOPPED
@@ -397,8 +390,8 @@ class Process:
                 # not keep its request and caller alive (nor the GC walk them).
                 payload = caller = reply = None
                 self._parked = True
-                if hibernation is not None:
-                    hibernation.idle()
+                if hibernates:
+                    self._idle()
                 if await wait_task_rescheduled(self._abort_park) == _HIBERNATED and self._may_hibernate():
                     self._compact_server()
                     if mailbox is not None and not mailbox:
@@ -474,7 +467,7 @@ class Process:
                                 reason = booted
                                 return
                         self._nursery = nursery
-                        if self._hibernation is not None:
+                        if self._asleep:
                             self._thaw()
                         if self._pending is not None:
                             self._start_pending()
@@ -506,7 +499,7 @@ class Process:
                             if booted is not None:
                                 reason = booted
                                 return
-                        if self._hibernation is not None:
+                        if self._asleep:
                             self._thaw()
                         served = _NEEDS_NURSERY if self._pending is not None else await self._serve()
                         if served == _NEEDS_NURSERY:
@@ -767,6 +760,8 @@ class Process:
         handle._exit_reason = reason
         node = handle._node
         node._process_count -= 1
+        if self._timer_state == 1:  # a hibernation timer must not keep the dead process alive
+            node._timers.cancel(self)
         if handle._name is not None:
             node._unregister(handle._name, handle)
 
@@ -970,7 +965,8 @@ def _set_hibernation(node: Node, spec: ChildSpec[H], proc: Process, cls: type[Se
     if after is None:
         after = cls.default_hibernate_after(node)
     if after is not None and after != math.inf:
-        proc._hibernation = _Hibernation(proc, float(after), nursery)
+        proc._hibernate_after = float(after)
+        proc._home = nursery
 
 
 def start_detached(
