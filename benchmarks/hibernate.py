@@ -142,6 +142,10 @@ async def wake_up(node: condukt.Node, length: int, n: int) -> tuple[float, float
             history = await agent.history()
             samples.append(time.perf_counter() - start)
             assert len(history) == length
+            if after != math.inf:
+                # It hibernates again at once: wait for that here, outside
+                # the timed window of the next agent's wake-up.
+                await until_hibernated([agent])
         figures.append(statistics.median(samples) * 1e6)
         await dyn.stop("shutdown")
     return figures[0], figures[1]
@@ -181,8 +185,8 @@ async def million(n: int) -> None:
 async def main(args: argparse.Namespace) -> None:
     async with condukt.open_node() as node:
         awake, asleep = await objects_per_agent(node, 2_000)
-        wake10 = await wake_up(node, 10, 500)
-        wake1000 = await wake_up(node, 1000, 20)
+        wake10 = await wake_up(node, 10, 300)
+        wake1000 = await wake_up(node, 1000, 10)
         gc_awake, gc_asleep, rss_awake, rss_asleep = await full_collection(node, args.agents)
     report(
         [
