@@ -58,46 +58,50 @@ async def test_idle_agent_hibernates_and_state_says_so(autojump_clock: Any) -> N
         assert [type(m).__name__ for m in history] == ["UserMessage", "AssistantMessage"]
 
 
+async def script(agent: condukt.AgentHandle, sleepy: bool) -> list[Any]:
+    """Every public operation in turn; with ``sleepy``, the agent hibernates before each."""
+    seen: list[Any] = []
+
+    async def step(fn: Any) -> None:
+        if sleepy:
+            await nap(agent)
+        try:
+            value = await fn()
+            if type(value) is RunResult:  # its run id starts with the agent's own session id
+                value = (value.run_id.rsplit("/", 1)[1], value.status, value.value, value.error)
+            seen.append(value)
+        except condukt.ConduktError as exc:
+            seen.append(type(exc).__name__)
+
+    await step(lambda: agent.run("first"))
+    await step(lambda: agent.run("tool please"))
+    await step(agent.last_result)
+    await step(agent.history)
+    await step(lambda: _stream(agent, "streamed"))
+    await step(lambda: agent.steer("too late"))  # nothing runs: NotRunning
+    await step(agent.abort)  # nothing runs: False
+    await step(lambda: agent.follow_up("later"))
+    await step(lambda: agent.run("queued behind the follow-up"))
+    await step(agent.history)
+    await step(agent.compact)
+    await step(lambda: agent.run("after compact"))
+    await step(agent.clear)
+    await step(agent.history)
+    await step(lambda: agent.run("fresh"))
+    await step(agent.last_result)
+    seen.append(agent.session_id is not None)
+    return seen
+
+
 async def test_every_operation_on_a_hibernated_agent_matches_an_awake_one(autojump_clock: Any) -> None:
     """The same script against an agent that never hibernates and one that hibernates between steps."""
     async with condukt.open_node() as node:
         awake = await node.spawn(condukt.Agent, model=FunctionModel(answer), hibernate_after=math.inf, **OPTIONS)
         sleepy = await node.spawn(condukt.Agent, model=FunctionModel(answer), hibernate_after=1.0, **OPTIONS)
-        outcomes: dict[str, list[Any]] = {"awake": [], "sleepy": []}
-        for label, agent in (("awake", awake), ("sleepy", sleepy)):
-            seen = outcomes[label]
-
-            async def step(fn: Any, agent: condukt.AgentHandle = agent, label: str = label) -> None:
-                if label == "sleepy":
-                    await nap(agent)
-                try:
-                    value = await fn()
-                    if type(value) is RunResult:  # its run id starts with the agent's own session id
-                        value = (value.run_id.rsplit("/", 1)[1], value.status, value.value, value.error)
-                    seen.append(value)
-                except condukt.ConduktError as exc:
-                    seen.append(type(exc).__name__)
-
-            await step(lambda: agent.run("first"))
-            await step(lambda: agent.run("tool please"))
-            await step(agent.last_result)
-            await step(agent.history)
-            await step(lambda: _stream(agent, "streamed"))
-            await step(lambda: agent.steer("too late"))  # nothing runs: NotRunning
-            await step(agent.abort)  # nothing runs: False
-            await step(lambda: agent.follow_up("later"))
-            await step(lambda: agent.run("queued behind the follow-up"))
-            await step(agent.history)
-            await step(agent.compact)
-            await step(lambda: agent.run("after compact"))
-            await step(agent.clear)
-            await step(agent.history)
-            await step(lambda: agent.run("fresh"))
-            await step(agent.last_result)
-            seen.append(agent.session_id is not None)
-        assert outcomes["awake"] == outcomes["sleepy"]
-        assert outcomes["awake"][0] == "1 messages, last 'first'"
-        assert outcomes["awake"][1] == "tool said echo tool please"
+        expected = await script(awake, sleepy=False)
+        assert await script(sleepy, sleepy=True) == expected
+        assert expected[0] == "1 messages, last 'first'"
+        assert expected[1] == "tool said echo tool please"
         await nap(sleepy)
         await sleepy.stop()
         assert not sleepy.alive

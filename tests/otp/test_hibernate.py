@@ -24,12 +24,12 @@ class Box(condukt.Server):
         self.hibernations = 0
         self.wakes = 0
 
-    def hibernate(self) -> bool:
+    def on_hibernate(self) -> bool:
         self.hibernations += 1
         self.items = tuple(self.items)
         return True
 
-    def wake(self) -> None:
+    def on_wake(self) -> None:
         self.wakes += 1
         self.items = list(self.items)
 

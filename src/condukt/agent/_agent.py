@@ -195,16 +195,16 @@ class Agent(AgentServer):
         after = cls.hibernate_after
         return node.hibernate_after if after is None else after
 
-    def hibernate(self) -> bool:
+    def on_hibernate(self) -> bool:
         """Compact this idle agent (history serialized, caches dropped); see ``docs/agents.md``.
 
         Low-level hook the runtime calls; override only to drop state of
-        your own too, calling ``super().hibernate()``. Synchronous.
+        your own too, calling ``super().on_hibernate()``. Synchronous.
         """
         return self.__state.hibernate()
 
-    def wake(self) -> None:
-        """Restore what :meth:`hibernate` compacted, before the agent handles its next message. Synchronous."""
+    def on_wake(self) -> None:
+        """Restore what :meth:`on_hibernate` compacted, before the agent handles its next message. Synchronous."""
         self.__state.wake()
 
     def needs_terminate(self) -> bool:

@@ -34,7 +34,6 @@ from ._errors import AgentError, Busy, NotRunning
 from ._info import AgentInfo, RunInfo, ToolCallInfo
 from ._lifecycle import EMPTY_QUEUE, Lifecycle, State
 from ._plan import Lineup, at_start, once_resolved, run_hooks
-from ._result import RunResult
 from ._requests import (
     AbortRun,
     CancelRun,
@@ -47,6 +46,7 @@ from ._requests import (
     RunRequest,
     Steer,
 )
+from ._result import RunResult
 from ._run import Listeners, Run
 
 __all__ = ["AgentState"]
@@ -65,7 +65,7 @@ _ASLEEP_TOOLS: Mapping[str, Any] = MappingProxyType({})
 
 
 def _encode_history(state: tuple[list[Message], RunResult | None]) -> bytes:
-    """The history (and the last run's result) as one compressed pickle: a ``bytes`` object the cyclic collector never walks.
+    """The history (and the last run's result) as one compressed pickle: bytes the collector never walks.
 
     Not the session store's JSON: decoding that through cattrs measured
     about twice as slow as unpickling (benchmarks/hibernate.py's wake-up),

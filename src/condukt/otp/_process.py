@@ -314,9 +314,9 @@ class Process(Timed):
         if self._asleep or server is None:
             return
         try:
-            self._asleep = bool(server.hibernate())
+            self._asleep = bool(server.on_hibernate())
         except Exception as exc:  # the state is as it was: the process stays awake
-            logger.error("%r: hibernate() raised", self._handle, exc_info=exc)
+            logger.error("%r: on_hibernate() raised", self._handle, exc_info=exc)
 
     def _thaw(self) -> None:
         """Restore the server's compacted state before it handles anything (its ``wake`` hook)."""
@@ -325,7 +325,7 @@ class Process(Timed):
         self._asleep = False
         server = self._server
         if server is not None:
-            server.wake()
+            server.on_wake()
 
     def _restart_task(self) -> None:
         """A message for a hibernating process: its task starts again where it was started, in its old context."""
