@@ -260,7 +260,10 @@ async def idle_agents(node: condukt.Node) -> tuple[float, float, float, float]:
     rss0, mem0 = rss_kb(), tracemalloc.get_traced_memory()[0]
     for _ in range(IDLE):
         await dyn.start_child(spec)
-    await trio.sleep(0)
+    # Every task has taken its first step (parked): one ``sleep(0)`` was not
+    # enough, as trio runs a batch in either order, which made this line
+    # bimodal between identical runs.
+    await trio.testing.wait_all_tasks_blocked()
     mem = (tracemalloc.get_traced_memory()[0] - mem0) / IDLE
     rss = (rss_kb() - rss0) * 1024 / IDLE
     tracemalloc.stop()
@@ -280,7 +283,7 @@ async def idle_agents(node: condukt.Node) -> tuple[float, float, float, float]:
             send, receive = trio.open_memory_channel[Any](1024)
             sends.append(send)
             nursery.start_soon(raw_actor, receive)
-        await trio.sleep(0)
+        await trio.testing.wait_all_tasks_blocked()  # as for the agents above
         raw = (tracemalloc.get_traced_memory()[0] - mem0) / IDLE
         tracemalloc.stop()
         for send in sends:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..events import Event
-from ..otp import Caller, ExitReason
+from ..otp import Caller, ExitReason, Node
 from ..redaction import Redactor
 from ..sandbox import Sandbox
 from ._capability import Capability
@@ -106,6 +106,10 @@ class Agent(AgentServer):
     compactor: ClassVar[Compactor | None] = None
     #: A :class:`~condukt.redaction.Redactor` for prompts and tool results.
     redactor: ClassVar[Redactor | None] = None
+    #: Seconds idle before the agent hibernates (history serialized, task gone)
+    #: until its next message; ``None``: the node's ``open_node(hibernate_after=)``
+    #: (off unless set); ``math.inf``: never. A start's ``hibernate_after=`` overrides it.
+    hibernate_after: ClassVar[float | None] = None
 
     handle: AgentHandle
     __state: AgentState
@@ -184,6 +188,24 @@ class Agent(AgentServer):
         bind_status(self, state)
         await self.init(options)
         await state.start()
+
+    @classmethod
+    def default_hibernate_after(cls, node: Node) -> float | None:
+        """The class's :attr:`hibernate_after`, else the node's default (``open_node(hibernate_after=)``)."""
+        after = cls.hibernate_after
+        return node.hibernate_after if after is None else after
+
+    def on_hibernate(self) -> bool:
+        """Compact this idle agent (history serialized, caches dropped); see ``docs/agents.md``.
+
+        Low-level hook the runtime calls; override only to drop state of
+        your own too, calling ``super().on_hibernate()``. Synchronous.
+        """
+        return self.__state.hibernate()
+
+    def on_wake(self) -> None:
+        """Restore what :meth:`on_hibernate` compacted, before the agent handles its next message. Synchronous."""
+        self.__state.wake()
 
     def needs_terminate(self) -> bool:
         """Whether the exit has work: capabilities to stop, queued streams to end, or a user ``terminate``."""

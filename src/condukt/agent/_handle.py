@@ -194,7 +194,11 @@ class AgentHandle(Handle):
 
     @property
     def state(self) -> str:
-        """The lifecycle state: ``"idle"``, ``"running"``, ``"finishing"`` or ``"maintaining"``."""
+        """The lifecycle state: ``"idle"``, ``"running"``, ``"finishing"``, ``"maintaining"``, or ``"hibernated"``.
+
+        ``"hibernated"``: idle, its state compacted after ``hibernate_after``
+        seconds without a message; any call wakes it (it is then ``"idle"``).
+        """
         return self._status().lifecycle_state
 
     def info(self) -> AgentInfo:

@@ -34,8 +34,8 @@ class RunInfo:
 @attrs.frozen
 class AgentInfo:
     """One agent's state at a moment: its session id, lifecycle ``state`` (``"idle"``, ``"running"``,
-    ``"finishing"``, ``"maintaining"``), runs ``queued`` behind the current one, and the current ``run``
-    (``None`` when none is in progress)."""
+    ``"finishing"``, ``"maintaining"``, ``"hibernated"``), runs ``queued`` behind the current one, and
+    the current ``run`` (``None`` when none is in progress)."""
 
     session_id: str
     state: str

@@ -44,7 +44,7 @@ from ._loop import cancellation, run_turns, settle, settle_waits
 from ._requests import RunRequest
 from ._run import Run
 
-__all__ = ["Lifecycle", "State"]
+__all__ = ["EMPTY_QUEUE", "Lifecycle", "State"]
 
 
 class State(enum.Enum):
@@ -60,6 +60,8 @@ class State(enum.Enum):
 _STARTING: Any = object()
 #: The queues of an agent that never queued anything (see ``Lifecycle.__init__``).
 _EMPTY: Any = ()
+#: The same, for the kernel: an agent that hibernates drops its empty deques for it.
+EMPTY_QUEUE: Any = _EMPTY
 
 
 class _Operation:

@@ -32,7 +32,7 @@ class AgentStatus(Protocol):
 
     @property
     def lifecycle_state(self) -> str:
-        """``"idle"``, ``"running"``, ``"finishing"`` or ``"maintaining"``."""
+        """``"idle"``, ``"running"``, ``"finishing"``, ``"maintaining"`` or ``"hibernated"``."""
         ...
 
     @property

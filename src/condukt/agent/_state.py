@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import pickle
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -20,7 +22,7 @@ import trio
 from trio.lowlevel import Task
 
 from ..events import Event
-from ..messages import AssistantMessage, UserMessage
+from ..messages import AssistantMessage, Message, UserMessage
 from ..otp import NO_REPLY, Caller, ExitReason, Server
 from ..secrets import Secrets, resolve_secrets
 from ..sessions import RunCheckpoint, SnapshotError, StoreUnavailable
@@ -31,7 +33,7 @@ from ._context import NO_ENV, AgentContext, Behaviour
 from ._detached import DetachedRuns
 from ._errors import AgentError, Busy, NotRunning
 from ._info import AgentInfo, RunInfo, ToolCallInfo
-from ._lifecycle import Lifecycle, State
+from ._lifecycle import EMPTY_QUEUE, Lifecycle, State
 from ._plan import Lineup, at_start, once_resolved, run_hooks
 from ._requests import (
     AbortRun,
@@ -46,6 +48,7 @@ from ._requests import (
     RunRequest,
     Steer,
 )
+from ._result import RunResult
 from ._run import Listeners, Run
 
 __all__ = ["AgentState"]
@@ -55,6 +58,28 @@ logger = logging.getLogger("condukt.agent")
 
 def _same(text: str) -> str:
     return text
+
+
+#: What ``AgentContext.messages`` and ``tools_by_name`` are while the agent
+#: hibernates: empty and immutable, so a stray write fails loudly.
+_ASLEEP_MESSAGES: Any = ()
+_ASLEEP_TOOLS: Mapping[str, Any] = MappingProxyType({})
+
+
+def _encode_history(state: tuple[list[Message], RunResult | None]) -> bytes:
+    """The history (and the last run's result) as one compressed pickle: bytes the collector never walks.
+
+    Not the session store's JSON: decoding that through cattrs measured
+    about twice as slow as unpickling (benchmarks/hibernate.py's wake-up),
+    and its blobs twice as large. The data never leaves the process, so
+    pickle's trust problem does not arise.
+    """
+    return zlib.compress(pickle.dumps(state, pickle.HIGHEST_PROTOCOL), 1)
+
+
+def _decode_history(blob: bytes) -> tuple[list[Message], RunResult | None]:
+    state: tuple[list[Message], RunResult | None] = pickle.loads(zlib.decompress(blob))
+    return state
 
 
 class AgentState(Lineup):
@@ -67,7 +92,7 @@ class AgentState(Lineup):
     runs that point to the context and the :class:`~condukt.agent._run.Listeners`.
     """
 
-    __slots__ = ("_runs", "agent", "context", "detached", "hooks", "lifecycle", "listeners")
+    __slots__ = ("_asleep", "_runs", "agent", "context", "detached", "hooks", "lifecycle", "listeners")
 
     def __init__(
         self,
@@ -86,6 +111,8 @@ class AgentState(Lineup):
         self._runs = 0
         #: The detached runs (``submit``/``attach``/``result``) and their event logs.
         self.detached = DetachedRuns(self.context)
+        #: While hibernating: the history, serialized (see :meth:`hibernate`).
+        self._asleep: bytes | None = None
 
     # ------------------------------------------------------------------ start and stop
 
@@ -173,6 +200,64 @@ class AgentState(Lineup):
         for stop in self.hooks.stop:
             await stop(self.context, reason)
         await self.detached.close()
+
+    # ------------------------------------------------------------------ hibernation
+
+    def hibernate(self) -> bool:
+        """Compact an idle agent: its history becomes one serialized blob, its caches go; False if busy.
+
+        The history becomes one ``bytes`` object (a compressed pickle) the
+        cyclic collector never walks, instead of a graph of messages, blocks
+        and tuples (the last run's result goes with it). ``tools_by_name``
+        and ``tool_definitions`` (derived from ``tools``) and empty queues
+        are dropped. :meth:`wake` restores equal messages. A history
+        that cannot be pickled keeps the agent awake.
+        """
+        lifecycle = self.lifecycle
+        if (
+            self._asleep is not None
+            or lifecycle.state is not State.IDLE
+            or lifecycle.current is not None
+            or lifecycle.queue
+            or lifecycle.follow_ups
+            or lifecycle.working
+            or self.detached.live  # a detached run's log is still being written
+        ):
+            return False
+        ctx = self.context
+        # The last result goes into the blob unless it holds an exception
+        # (pickling would drop its traceback: ``last_result().error`` must stay the same object).
+        result = ctx.last_result
+        folded = result if result is not None and result.error is None else None
+        try:
+            self._asleep = _encode_history((ctx.messages, folded))
+        except Exception:  # something in it does not pickle: stay awake, as it was
+            logger.debug("%r: history does not pickle; not hibernating", ctx.handle, exc_info=True)
+            return False
+        ctx.messages = _ASLEEP_MESSAGES
+        if folded is not None:
+            ctx.last_result = None
+        ctx.tools_by_name = _ASLEEP_TOOLS
+        ctx.tool_definitions = ()
+        lifecycle.queue = lifecycle.follow_ups = EMPTY_QUEUE
+        return True
+
+    def wake(self) -> None:
+        """Undo :meth:`hibernate`: the history decoded into a list again, ``tools_by_name`` rebuilt."""
+        blob = self._asleep
+        if blob is None:
+            return
+        ctx = self.context
+        ctx.messages, result = _decode_history(blob)
+        if result is not None:
+            ctx.last_result = result
+        ctx.set_tools(ctx.tools)  # tools_by_name and tool_definitions again (each tool keeps its definition)
+        self._asleep = None
+
+    @property
+    def hibernating(self) -> bool:
+        """Whether the agent's state is compacted (it hibernates)."""
+        return self._asleep is not None
 
     # ------------------------------------------------------------------ mailbox
 
@@ -335,7 +420,9 @@ class AgentState(Lineup):
 
     @property
     def lifecycle_state(self) -> str:
-        """``"idle"``, ``"running"``, ``"finishing"`` or ``"maintaining"``."""
+        """``"idle"``, ``"running"``, ``"finishing"``, ``"maintaining"`` or ``"hibernated"``."""
+        if self._asleep is not None:
+            return "hibernated"
         return self.lifecycle.state.value
 
     @property
@@ -381,4 +468,4 @@ class AgentState(Lineup):
                 in_flight = tuple(ToolCallInfo(call.id, call.name) for call, result in pairs if result is None)
             elapsed = trio.current_time() - run.started_at if run.started_at else 0.0
             run_info = RunInfo(run.id, self.context.scrub(run.prompt), run.turn, run.usage, in_flight, elapsed)
-        return AgentInfo(self.context.id, lifecycle.state.value, len(lifecycle.queue), run_info)
+        return AgentInfo(self.context.id, self.lifecycle_state, len(lifecycle.queue), run_info)

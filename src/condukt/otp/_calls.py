@@ -62,6 +62,9 @@ def _handle_now(proc: Process, request: Any, caller: Caller) -> Any:
     assert server is not None
     proc._current = caller
     try:
+        if proc._hibernate_after is not None:
+            proc._idle()  # busy now: the idle time counts from here
+            proc._thaw()
         reply = _context_of(proc).run(server.handle_call_now, request, caller)
     except Exception as exc:  # noqa: BLE001  # the process crashes, as in its own task
         proc._current = None
@@ -140,6 +143,8 @@ async def _run_hosted(
         raise
     finally:
         proc._hosted = None
+        if proc._hibernate_after is not None:
+            proc._idle_since = trio.current_time()
         waiter = hosted.waiter
         if waiter is not None:  # the exiting process waits for the work to end
             reschedule(waiter)

@@ -58,6 +58,13 @@ def _check_shutdown(instance: Any, attribute: Any, value: Any) -> None:
         )
 
 
+def _check_hibernate(instance: Any, attribute: Any, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
+        raise ValueError(f"hibernate_after must be seconds >= 0 (math.inf: never) or None, got {value!r}")
+
+
 def _check_mailbox(instance: Any, attribute: Any, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"mailbox_size must be a positive int, got {value!r}")
@@ -77,6 +84,9 @@ class ChildSpec(Generic[H_co]):
     ``"brutal_kill"`` to kill it without ``terminate``, or ``"infinity"``;
     ``None`` means 5 s for workers and ``"infinity"`` for supervisors, as in
     OTP. ``name`` registers each incarnation under that name on the node.
+    ``hibernate_after`` (seconds; ``math.inf``: never; ``None``: the
+    class's default, see :meth:`Server.default_hibernate_after`): an
+    incarnation idle that long hibernates until its next message.
     ``id`` identifies the child within a static supervisor (dynamic
     supervisors ignore it; pass ``None``).
 
@@ -95,6 +105,7 @@ class ChildSpec(Generic[H_co]):
     )
     name: Hashable | None = None
     mailbox_size: int | None = attrs.field(default=None, validator=_check_mailbox)
+    hibernate_after: float | None = attrs.field(default=None, validator=_check_hibernate)
 
     @property
     def is_supervisor(self) -> bool:

@@ -11,7 +11,7 @@ from typing import Any, overload
 import attrs
 import trio
 
-from ._child_spec import ChildSpec, validate_intensity, validate_supervisor
+from ._child_spec import ChildSpec, _check_hibernate, validate_intensity, validate_supervisor
 from ._current import current_node_var
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle, Intensity
 from ._errors import ConduktError, NameTaken
@@ -111,6 +111,9 @@ class Node:
         #: Per-node services added by higher layers (HTTP client pools, limits, ...).
         self.extensions: dict[str, Any] = {}
         self._close_callbacks: list[Callable[[], Awaitable[object]]] = []
+        #: The node's default ``hibernate_after`` for behaviours that follow it
+        #: (agents: see :meth:`Server.default_hibernate_after`); ``open_node(hibernate_after=)``.
+        self.hibernate_after: float | None = None
 
     def on_close(self, callback: Callable[[], Awaitable[object]]) -> None:
         """Run ``await callback()`` when the node closes, after every process has stopped.
@@ -195,6 +198,7 @@ class Node:
         *args: Any,
         name: Hashable | None = None,
         mailbox_size: int | None = None,
+        hibernate_after: float | None = None,
         **kwargs: Any,
     ) -> H:
         """Start ``server`` under the node's root and return its handle.
@@ -204,18 +208,28 @@ class Node:
         ``Agent``. ``init(*args, **kwargs)`` runs before this returns, in the
         calling task; what it raises is raised here. ``name`` registers the
         process. The process is a temporary child of the root: never
-        restarted, stopped when the node closes.
+        restarted, stopped when the node closes. ``hibernate_after`` (seconds;
+        ``math.inf``: never): once idle that long, the process hibernates
+        until its next message (see ``docs/runtime.md``); ``None`` takes the
+        class's default (an agent's: the node's ``hibernate_after``).
 
         Cancellation: a spawn cancelled while ``init`` runs cancels ``init``
         and leaves nothing running or registered.
 
         Raises ``TypeError`` if ``server`` is not a ``Server`` subclass,
-        ``ValueError`` for a bad ``mailbox_size``, :class:`NameTaken` if the
+        ``ValueError`` for a bad ``mailbox_size`` or ``hibernate_after``, :class:`NameTaken` if the
         name is taken, :class:`ConduktError` if the node is not running, and
         whatever ``init`` raised.
         """
         spec = ChildSpec(
-            None, server, args, kwargs, restart="temporary", name=name, mailbox_size=mailbox_size
+            None,
+            server,
+            args,
+            kwargs,
+            restart="temporary",
+            name=name,
+            mailbox_size=mailbox_size,
+            hibernate_after=hibernate_after,
         )
         return await self.root.start_child(spec)
 
@@ -358,12 +372,20 @@ class open_node:  # noqa: N801 - named like trio's open_* context managers
     every process in reverse start order, each within its ``shutdown``
     budget, so every ``terminate`` runs; then the node's tasks end. Process
     crashes never escape the block: only an error of the block itself does.
+
+    ``hibernate_after`` (seconds; ``None``: off, the default) is the node's
+    default for agents: one idle that long hibernates (its history held as
+    one serialized blob, its task gone) until its next message. A start's
+    own ``hibernate_after=`` (``math.inf``: never) overrides it; plain
+    servers hibernate only when their class or start asks. See
+    ``docs/runtime.md``. ``ValueError`` for a negative or non-number value.
     """
 
     _node: Node | None = None
     _nursery_manager: Any = None
     _nursery: trio.Nursery | None = None
     _token: Token[Node | None] | None = None
+    hibernate_after: float | None = attrs.field(default=None, kw_only=True, validator=_check_hibernate)
 
     async def __aenter__(self) -> Node:
         try:
@@ -374,6 +396,7 @@ class open_node:  # noqa: N801 - named like trio's open_* context managers
                 " condukt.asyncio.open_node() or condukt.asyncio.run(...) (docs/embedding.md)"
             ) from None
         node = self._node = Node()
+        node.hibernate_after = self.hibernate_after
         # Set before any task starts so every process inherits it.
         self._token = _current_node.set(node)
         self._nursery_manager = trio.open_nursery()

@@ -31,6 +31,7 @@ from trio.lowlevel import Abort, ParkingLot, Task, checkpoint, current_task, res
 from ._current import current_node_var
 from ._errors import CallError, NameTaken, NoProc
 from ._signals import IGNORE, NO_REPLY, ChildExited, ChildStarted, Exit, ExitReason, is_normal_exit
+from ._timers import Timed
 
 if TYPE_CHECKING:
     from ._caller import Caller
@@ -58,9 +59,11 @@ _CALL, _CAST, _INFO = 0, 1, 2
 # _BOOTING: started in the background (``start_detached``): ``init`` runs in
 # the process's own task and the parent hears the outcome as ``ChildStarted``.
 _STARTING, _RUNNING, _DEAD, _BOOTING = 0, 1, 2, 3
+# What the mailbox loop (``Process._serve``) ends with.
+_STOPPED, _NEEDS_NURSERY, _HIBERNATED = 0, 1, 2
 
 
-class Process:
+class Process(Timed):
     """The state of one running incarnation of a process (see :mod:`condukt.otp.lowlevel`).
 
     The runtime makes one per start, with its :class:`Handle`, and the
@@ -78,8 +81,12 @@ class Process:
         "_current",
         "_exit_waiters",
         "_deferred",
+        "_asleep",
         "_handle",
+        "_hibernate_after",
+        "_home",
         "_hosted",
+        "_idle_since",
         "_init_task",
         "_links",
         "_mailbox",
@@ -136,6 +143,18 @@ class Process:
         self._exit_waiters: list[Task] | None = None
         # A supervisor's ``boot`` arguments, kept until its own task runs it.
         self._boot_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        # ``hibernate_after``: seconds idle before the task ends (None: never),
+        # the nursery it restarts in, since when it is idle, whether the
+        # server's state is compacted. The process is its own timer entry
+        # (``Timed``): one object less per hibernating process. The timer is
+        # armed when the process parks with none pending, and re-armed at
+        # ``_idle_since + after`` when it fires early: one heap entry per
+        # idle period, not one per message.
+        self._timer_state = 0
+        self._hibernate_after: float | None = None
+        self._home: trio.Nursery | None = None
+        self._idle_since = 0.0
+        self._asleep = False
         handle._process = self
 
     # ------------------------------------------------------------------ public, read-only
@@ -198,6 +217,15 @@ class Process:
             return "starting"
         return "waiting" if self._parked else "running"
 
+    @property
+    def hibernated(self) -> bool:
+        """True while the process hibernates: idle, with no task, its server's state compacted.
+
+        Only a process started with ``hibernate_after`` hibernates (see
+        ``docs/runtime.md``); its next message wakes it. Synchronous; never raises.
+        """
+        return self._asleep and self._state != _DEAD
+
     def links(self) -> list[Handle]:
         """The processes linked to this one (Erlang's ``process_info(Pid, links)``). Synchronous; never raises."""
         links = self._links
@@ -257,12 +285,88 @@ class Process:
             raise NoProc(f"{self._handle!r} is not alive")
 
     def _wake(self) -> None:
-        """Reschedule the process task if it is parked waiting for its mailbox."""
+        """Reschedule the process task if it is parked waiting for its mailbox (start it again if it hibernates)."""
         if self._parked:
             self._parked = False
             task = self._task
-            assert task is not None
-            reschedule(task)
+            if task is None:
+                self._restart_task()
+            else:
+                reschedule(task)
+
+    # ------------------------------------------------------------------ hibernation
+
+    def _may_hibernate(self) -> bool:
+        """Whether the process task may end now: idle, nothing to serve, no work of its own running."""
+        nursery = self._nursery
+        return (
+            self._stop is None
+            and not self._mailbox
+            and self._pending is None
+            and self._hosted is None
+            and self._current is None
+            and (nursery is None or not nursery.child_tasks)
+        )
+
+    def _idle(self) -> None:
+        """The process parks (or a caller starts work for it): idle from now; make sure the timer will look."""
+        now = self._idle_since = trio.current_time()
+        if self._timer_state != 1:
+            after = self._hibernate_after
+            assert after is not None
+            self._handle._node._timers.schedule(now + after, self)
+
+    def _fire(self) -> None:
+        """The hibernation timer: end the task of a process idle for ``hibernate_after``, else look again later."""
+        if self._state != _RUNNING or self._stop is not None or not self._parked:
+            return  # exiting, or handling messages: its next park re-arms the timer
+        after = self._hibernate_after
+        assert after is not None
+        now = trio.current_time()
+        due = self._idle_since + after
+        if self._hosted is not None or self._current is not None or self._mailbox:
+            due = now + after  # a caller runs work for it: look again later
+        if due > now:
+            self._handle._node._timers.schedule(due, self)
+            return
+        task = self._task
+        if task is None:
+            # Already without a task (a call answered at once woke only its state).
+            self._compact_server()
+            return
+        self._parked = False
+        reschedule(task, outcome.Value(_HIBERNATED))  # a plain wake-up brings None
+
+    def _compact_server(self) -> None:
+        """Ask the server to compact its state (its ``hibernate`` hook); a failing hook is logged, never fatal."""
+        server = self._server
+        if self._asleep or server is None:
+            return
+        try:
+            self._asleep = bool(server.on_hibernate())
+        except Exception as exc:  # the state is as it was: the process stays awake
+            logger.error("%r: on_hibernate() raised", self._handle, exc_info=exc)
+
+    def _thaw(self) -> None:
+        """Restore the server's compacted state before it handles anything (its ``wake`` hook)."""
+        if not self._asleep:
+            return
+        self._asleep = False
+        server = self._server
+        if server is not None:
+            server.on_wake()
+
+    def _restart_task(self) -> None:
+        """A message for a hibernating process: its task starts again where it was started, in its old context."""
+        home = self._home
+        context = self._context
+        assert home is not None and context is not None
+        try:
+            # A copy: the saved context may be the one running now (a call
+            # answered at once runs in it), and a context is entered once.
+            context.copy().run(home.start_soon, self._main)
+        except RuntimeError:  # its supervisor's nursery is closed: nowhere to run any more
+            self._exit("shutdown")
 
     def _abort_park(self, raise_cancel: Any) -> Abort:
         self._parked = False
@@ -299,22 +403,31 @@ class Process:
         elif not is_normal_exit(reason):
             self._request_exit(reason, terminate=True, timeout=self._shutdown)
 
-    async def _serve(self) -> bool:
-        """The mailbox loop. Returns ``True`` when the process needs a nursery."""
+    async def _serve(self) -> int:
+        """The mailbox loop: returns ``_STOPPED``, ``_NEEDS_NURSERY`` or ``_HIBERNATED`` (the task may end)."""
         server = self._server
         assert server is not None
+        hibernates = self._hibernate_after is not None
         while True:
             if self._stop is not None:
-                return False
+                return _STOPPED
             if self._pending is not None and self._nursery is None:
-                return True
+                return _NEEDS_NURSERY
             mailbox = self._mailbox
             if not mailbox:
                 # Drop the last message before parking: an idle process must
                 # not keep its request and caller alive (nor the GC walk them).
                 payload = caller = reply = None
                 self._parked = True
-                await wait_task_rescheduled(self._abort_park)
+                if hibernates:
+                    self._idle()
+                if await wait_task_rescheduled(self._abort_park) == _HIBERNATED and self._may_hibernate():
+                    self._compact_server()
+                    if mailbox is not None and not mailbox:
+                        self._mailbox = None  # an empty deque is ~600 bytes
+                    if self._deferred is not None and not self._deferred:
+                        self._deferred = None
+                    return _HIBERNATED
                 continue
             n = len(mailbox)
             if n > _BATCH:
@@ -364,6 +477,7 @@ class Process:
         current_node_var.set(self._handle._node)
         reason: ExitReason = "killed"
         notify = True
+        hibernated = False
         try:
             if self._handle._cls._eager_nursery:
                 reason, notify = await self._main_supervising()
@@ -382,10 +496,14 @@ class Process:
                                 reason = booted
                                 return
                         self._nursery = nursery
+                        if self._asleep:
+                            self._thaw()
                         if self._pending is not None:
                             self._start_pending()
-                        await self._serve()
-                        if nursery.child_tasks:  # a cancel costs ~9k instructions: only when there is work to stop
+                        served = await self._serve()
+                        if served == _HIBERNATED:
+                            pass  # the nursery has no tasks: leave it, and the task ends
+                        elif nursery.child_tasks:  # a cancel costs ~9k instructions: only when there is work to stop
                             nursery.cancel_scope.cancel()
                         else:
                             # Nothing can run in the nursery any more: exit now, so
@@ -400,6 +518,9 @@ class Process:
                                 await self._end_hosted()
                             self._exit(reason)
                             return
+                    if served == _HIBERNATED:
+                        hibernated = True
+                        return
                 else:
                     with self._open_scope():
                         if self._state == _BOOTING:
@@ -407,13 +528,19 @@ class Process:
                             if booted is not None:
                                 reason = booted
                                 return
-                        if self._pending is not None or await self._serve():
+                        if self._asleep:
+                            self._thaw()
+                        served = _NEEDS_NURSERY if self._pending is not None else await self._serve()
+                        if served == _NEEDS_NURSERY:
                             async with trio.open_nursery() as nursery:
                                 self._nursery = nursery
                                 self._start_pending()
-                                await self._serve()
-                                if nursery.child_tasks:
+                                served = await self._serve()
+                                if served != _HIBERNATED and nursery.child_tasks:
                                     nursery.cancel_scope.cancel()
+                        if served == _HIBERNATED:
+                            hibernated = True
+                            return
             except BaseException as exc:
                 if _only_cancelled(exc) or not isinstance(exc, Exception):
                     raise
@@ -428,9 +555,21 @@ class Process:
                 return
             reason = await self._terminate(stop[0], stop[2]) if stop[1] else stop[0]
         finally:
-            if self._hosted is not None:  # a kill, a stop during init, an outer cancellation
-                await self._end_hosted()
-            self._exit(reason, notify=notify)
+            if hibernated:
+                # Idle with nothing running: the task ends, the process lives
+                # on without one (``_wake`` starts another in this context).
+                task = self._task
+                assert task is not None
+                self._scope = None
+                self._context = task.context
+                self._task = None
+                self._parked = True
+                if not self._may_hibernate():
+                    self._wake()  # a message or a stop came while the task was leaving
+            else:
+                if self._hosted is not None:  # a kill, a stop during init, an outer cancellation
+                    await self._end_hosted()
+                self._exit(reason, notify=notify)
 
     async def _main_supervising(self) -> tuple[ExitReason, bool]:
         # Supervisors: the children's nursery encloses the cancel scope, so
@@ -650,6 +789,8 @@ class Process:
         handle._exit_reason = reason
         node = handle._node
         node._process_count -= 1
+        if self._timer_state == 1:  # a hibernation timer must not keep the dead process alive
+            node._timers.cancel(self)
         if handle._name is not None:
             node._unregister(handle._name, handle)
 
@@ -768,6 +909,7 @@ async def start_process(
     """
     handle, proc, server = _new_process(node, spec, parent, key)
     cls = type(server)
+    _set_hibernation(node, spec, proc, cls, nursery)
     name = spec.name
     if name is not None:
         node._register(name, handle)
@@ -844,6 +986,18 @@ def _new_process(node: Node, spec: ChildSpec[H], parent: Handle | None, key: Any
     return handle, proc, server
 
 
+def _set_hibernation(node: Node, spec: ChildSpec[H], proc: Process, cls: type[Server], nursery: trio.Nursery) -> None:
+    """Give ``proc`` its hibernation timer when its start (or else its class) asks for one."""
+    if cls._eager_nursery:
+        return  # a supervisor's task holds its children's nursery: it never hibernates
+    after = spec.hibernate_after
+    if after is None:
+        after = cls.default_hibernate_after(node)
+    if after is not None and after != math.inf:
+        proc._hibernate_after = float(after)
+        proc._home = nursery
+
+
 def start_detached(
     node: Node,
     spec: ChildSpec[H],
@@ -866,7 +1020,8 @@ def start_detached(
     only what the class's (or its handle class's) constructor raised.
     ``parent`` hears nothing while it is stopping.
     """
-    handle, proc, _ = _new_process(node, spec, parent, key)
+    handle, proc, server = _new_process(node, spec, parent, key)
+    _set_hibernation(node, spec, proc, type(server), nursery)
     proc._state = _BOOTING
     proc._boot_args = (spec.args, dict(spec.kwargs))
     node._process_count += 1

@@ -75,6 +75,11 @@ class Server:
     nursery_at_start: ClassVar[bool] = False
     # Supervisors open their children's nursery before ``init`` runs.
     _eager_nursery: ClassVar[bool] = False
+    #: Seconds idle after which the process hibernates (OTP's ``hibernate_after``
+    #: start option): its task ends and :meth:`on_hibernate` compacts its state;
+    #: the next message (call, cast, send, stop) starts it again, after
+    #: :meth:`on_wake`. ``None``: never (a start's ``hibernate_after=`` overrides it).
+    hibernate_after: ClassVar[float | None] = None
 
     handle: Handle
 
@@ -100,6 +105,38 @@ class Server:
         ``terminate`` only sometimes has work refine it.
         """
         return type(self).terminate is not Server.terminate
+
+    @classmethod
+    def default_hibernate_after(cls, node: Node) -> float | None:
+        """Low-level hook: the ``hibernate_after`` of a start that gives none.
+
+        The default is the class's :attr:`hibernate_after`. A behaviour may
+        fall back on a per-node setting (:class:`condukt.Agent` uses the
+        node's ``open_node(hibernate_after=)``). Synchronous.
+        """
+        return cls.hibernate_after
+
+    def on_hibernate(self) -> bool:
+        """Compact the state of an idle process about to hibernate; return whether it did.
+
+        Called synchronously, from the process's task, when it has been idle
+        for ``hibernate_after`` seconds: no callback runs, the mailbox is
+        empty, no task of the process runs. Drop caches, fold object graphs
+        into compact values; :meth:`on_wake` undoes it before the next callback.
+        Returning ``False`` keeps the state as it is (the task still ends:
+        an idle process needs none). The default does nothing and returns
+        ``False``. An exception is logged and leaves the process awake.
+        """
+        return False
+
+    def on_wake(self) -> None:
+        """Restore what :meth:`on_hibernate` compacted, before the process handles its next message.
+
+        Synchronous (it may run in the task of a caller whose call the
+        process answers at once, see :meth:`handle_call_now`). Called only
+        after a :meth:`on_hibernate` that returned ``True``. An exception
+        crashes the process, as one from a callback does.
+        """
 
     async def init(self, *args: Any, **kwargs: Any) -> Any:
         """Set up state from the ``spawn`` arguments. Runs before ``spawn`` returns.

@@ -46,6 +46,12 @@ def resolve_model(
 ) -> Model:
     """A :class:`Model` for ``model``: returned as is if it already is one.
 
+    With a ``node`` and an ``api_key``, a string resolves once per node and
+    settings (the same string, key, URL and options give the same model
+    object; a provider's model holds no per-agent state). Without a key,
+    each call builds a model (its key or credentials come from the
+    environment as it is then).
+
     Raises :class:`UnknownProvider` for an unknown prefix, ``ValueError`` for
     a malformed string, and whatever the provider raises (e.g. a missing key).
     """
@@ -62,4 +68,35 @@ def resolve_model(
     if factory is None:
         known = ", ".join(registered_providers()) or "none"
         raise UnknownProvider(f"no provider registered for {prefix!r} (known: {known})")
-    return factory(name, api_key=api_key, base_url=base_url, node=node, **options)
+    # One model per node and settings: building one (a provider's client
+    # set-up, its checks) is most of a one-shot run's spawn
+    # (benchmarks/oneshot_http.py). Models hold no per-agent state.
+    cache: dict[Any, Model] | None = None
+    key: Any = None
+    # Only with an explicit key: a provider reading its key or credentials
+    # from the environment must see the environment of each start.
+    if node is not None and api_key is not None:
+        try:
+            key = (model, api_key, base_url, factory, tuple(sorted(options.items())))
+            hash(key)
+        except TypeError:  # an unhashable option value: built each time
+            key = None
+        else:
+            cache = node.extensions.get(_CACHE)
+            if cache is None:
+                cache = node.extensions[_CACHE] = {}
+            cached = cache.get(key)
+            if cached is not None:
+                return cached
+    made = factory(name, api_key=api_key, base_url=base_url, node=node, **options)
+    if cache is not None:
+        if len(cache) >= _CACHE_SIZE:
+            cache.pop(next(iter(cache)))  # oldest first: many one-off keys must not grow it forever
+        cache[key] = made
+    return made
+
+
+#: The node extension holding the models resolved on that node (see ``resolve_model``).
+_CACHE = "condukt.providers.models"
+#: Distinct (string, key, URL, options) settings a node keeps models for.
+_CACHE_SIZE = 256
