@@ -78,7 +78,8 @@ SUBPACKAGES = {
         "registered_providers", "resolve_model", "validate_thinking_level",
     },
     "condukt.asyncio": {
-        "AgentHandle", "DynamicSupervisorHandle", "Handle", "Node", "Steps", "Stream", "SupervisorHandle", "call", "current_node",
+        "AgentHandle", "DynamicSupervisorHandle", "Handle", "Node", "Steps", "Stream", "SupervisorHandle", "VirtualHandle",
+        "call", "current_node",
         "open_node", "run",
     },
     "condukt.lifespan": {"lifespan", "open_app_node", "while_serving"},

@@ -55,6 +55,25 @@ def test_spawn_run_stream_and_history_under_asyncio_run(mode: str) -> None:
     assert kinds == ["AgentStart", "TurnStart", "TextDelta", "TurnEnd", "AgentEnd", "Done"]
 
 
+def test_a_virtual_agent_from_asyncio_activates_on_its_first_call_and_keeps_its_history(mode: str) -> None:
+    async def main() -> tuple[Any, ...]:
+        store = condukt.sessions.MemoryStore()
+        async with ca.open_node() as node:
+            user = await node.agent(condukt.Agent, "user-7", model=ScriptedModel([reply("one"), reply("two")]),
+                                    session_store=store)
+            idle = user.active
+            first = await user.run("hi")
+            await user.stop()  # passivated: the next call activates it again, from the store
+            second = await user.run("again")
+            active = user.active
+            assert isinstance(active, ca.AgentHandle)
+            history = await active.history()
+            return idle, first, second, user.key, len(history)
+
+    # The second activation came back from the store with the first exchange: four messages.
+    assert asyncio.run(main()) == (None, "one", "two", "user-7", 4)
+
+
 def test_200_concurrent_runs(mode: str) -> None:
     async def main() -> list[str]:
         async with ca.open_node() as node:

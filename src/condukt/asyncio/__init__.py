@@ -66,7 +66,7 @@ methods as typed asyncio awaitables), ``_handles``, ``_supervisors`` and
 from __future__ import annotations
 
 from ._calls import call, run
-from ._handles import AgentHandle, Handle
+from ._handles import AgentHandle, Handle, VirtualHandle
 from ._node import Node
 from ._open_node import current_node, open_node
 from ._steps import Steps
@@ -81,6 +81,7 @@ __all__ = [
     "Steps",
     "Stream",
     "SupervisorHandle",
+    "VirtualHandle",
     "call",
     "current_node",
     "open_node",

@@ -16,10 +16,11 @@ from .. import agent as agent_layer
 from .. import otp
 from ..agent.lowlevel import start_run
 from ._guest import Call
-from ._methods import Begin, Proxy, method, sync_method
+from ._methods import Begin, Proxy, invoke, method, sync_method
 from ._stream import Stream, steps_method, stream_method
+from ._translate import wrap
 
-__all__ = ["AH_co", "AgentHandle", "H_co", "Handle"]
+__all__ = ["AH_co", "AgentHandle", "H_co", "Handle", "VirtualHandle"]
 
 if TYPE_CHECKING:
     # Defaults as condukt.otp's H_co: a bare ``Handle`` annotation means
@@ -182,3 +183,53 @@ class AgentHandle(Handle[AH_co], stands_for=agent_layer.AgentHandle):
     attach = stream_method(agent_layer.AgentHandle.attach)
     result = method(agent_layer.AgentHandle.result)
     run_info = method(agent_layer.AgentHandle.run_info)
+
+
+class VirtualHandle(Proxy):
+    """A virtual agent's handle seen from asyncio: what ``await node.agent(cls, key, ...)`` returns there.
+
+    It stands for a trio :class:`condukt.virtual.VirtualHandle`: ``run``,
+    ``call``, ``stop`` and every other method of the activation's handle
+    (``history``, ``cast``...) are asyncio awaitables, each activating the
+    key first when it is passivated. Cancelling the awaiting task cancels
+    the trio call as cancelling it on trio does (an activation under way
+    finishes; the next call uses it).
+    """
+
+    @property
+    def key(self) -> str:
+        """The agent's key (its session id)."""
+        key: str = self._inner.key
+        return key
+
+    @property
+    def active(self) -> Any:
+        """The current activation's handle (a proxy), or ``None`` while the key is passivated."""
+        return wrap(self._guest, self._inner.active)
+
+    async def run(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`condukt.AgentHandle.run` on the activation, from asyncio (activating the key first if needed).
+
+        Cancellation: cancelling the awaiting task aborts the run, as on trio.
+        """
+        return await invoke(self._guest, self._inner.run, args, kwargs)
+
+    async def call(self, request: Any, timeout: float | None = 5.0) -> Any:
+        """:meth:`condukt.Handle.call` on the activation, from asyncio (activating the key first if needed).
+
+        Cancellation: cancelling the awaiting task withdraws the call, as on trio.
+        """
+        return await invoke(self._guest, self._inner.call, (request, timeout), {})
+
+    async def stop(self, reason: Any = "normal") -> None:
+        """Stop the current activation and release its lease (the next call activates the key again).
+
+        Cancellation: as on trio (once the stop is sent it completes).
+        """
+        await invoke(self._guest, self._inner.stop, (reason,), {})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VirtualHandle) and other._inner == self._inner
+
+    def __hash__(self) -> int:
+        return hash(self._inner)

@@ -14,8 +14,8 @@ from typing import Any, Literal, TypeVar, overload
 from .. import agent as agent_layer
 from .. import otp
 from ..otp.lowlevel import Spawnable
-from ._handles import AgentHandle, Handle
-from ._methods import Proxy, invoke, mirrors, sync_method
+from ._handles import AgentHandle, Handle, VirtualHandle
+from ._methods import Proxy, call_in, invoke, mirrors, sync_method
 from ._supervisors import DynamicSupervisorHandle, SupervisorHandle
 
 __all__ = ["Node"]
@@ -56,6 +56,12 @@ class Node(Proxy, stands_for=otp.Node):
         return self._inner.pubsub
 
     @property
+    def hibernate_after(self) -> float | None:
+        """See :attr:`condukt.Node.hibernate_after`: the node's default for agents (set it with ``open_node``)."""
+        value: float | None = self._inner.hibernate_after
+        return value
+
+    @property
     def extensions(self) -> dict[str, Any]:
         """Per-node services added by higher layers, trio-side (:attr:`condukt.Node.extensions`)."""
         value: dict[str, Any] = self._inner.extensions
@@ -68,6 +74,7 @@ class Node(Proxy, stands_for=otp.Node):
         *args: Any,
         name: Hashable | None = None,
         mailbox_size: int | None = None,
+        hibernate_after: float | None = None,
         **kwargs: Any,
     ) -> AgentHandle[AH]: ...
 
@@ -78,6 +85,7 @@ class Node(Proxy, stands_for=otp.Node):
         *args: Any,
         name: Hashable | None = None,
         mailbox_size: int | None = None,
+        hibernate_after: float | None = None,
         **kwargs: Any,
     ) -> SupervisorHandle: ...
 
@@ -88,6 +96,7 @@ class Node(Proxy, stands_for=otp.Node):
         *args: Any,
         name: Hashable | None = None,
         mailbox_size: int | None = None,
+        hibernate_after: float | None = None,
         **kwargs: Any,
     ) -> DynamicSupervisorHandle: ...
 
@@ -98,12 +107,18 @@ class Node(Proxy, stands_for=otp.Node):
         *args: Any,
         name: Hashable | None = None,
         mailbox_size: int | None = None,
+        hibernate_after: float | None = None,
         **kwargs: Any,
     ) -> Handle[H]: ...
 
     @mirrors(otp.Node.spawn)
     async def spawn(self, server: Any, *args: Any, **kwargs: Any) -> Any:
         return await invoke(self._guest, self._inner.spawn, (server, *args), kwargs)
+
+    @mirrors(otp.Node.agent)
+    async def agent(self, cls: Any, key: str, /, **options: Any) -> VirtualHandle:
+        inner = await call_in(self._guest, self._inner.agent, cls, key, **options)
+        return VirtualHandle(self._guest, inner)
 
     @mirrors(otp.Node.start_supervisor)
     async def start_supervisor(
