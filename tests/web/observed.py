@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import trio
-from agent.test_control import Gate
 
 import condukt
+from tests.agent.test_control import Gate
 
 __all__ = ["Blocked", "Crashy", "Gate"]
 

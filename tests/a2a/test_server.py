@@ -28,11 +28,11 @@ from a2a.types import (
 )
 from starlette.applications import Starlette
 from starlette.routing import Mount
-from web.helpers import hypercorn_trio  # tests/ is on sys.path: its packages import each other by name
-from web.protocol_agents import Assistant, sleeper
 
 import condukt
 import condukt.a2a
+from tests.web.helpers import hypercorn_trio
+from tests.web.protocol_agents import Assistant, sleeper
 
 TOKEN = "a2a-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
