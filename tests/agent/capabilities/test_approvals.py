@@ -17,7 +17,7 @@ from condukt.messages import AssistantMessage, ToolResultMessage, UserMessage
 from condukt.sessions import DiskStore, Snapshot, SQLiteStore
 from condukt.testing import ScriptedModel, call, reply
 
-from .helpers import Recorder, SavesSeen, result_in, wait_pending
+from ..helpers import Recorder, SavesSeen, result_in, wait_pending
 
 
 class Transfer(condukt.Tool):
