@@ -356,13 +356,13 @@ class Process:
                         if self._pending is not None:
                             self._start_pending()
                         await self._serve()
-                        if nursery.child_tasks:  # a cancel costs ~9k instructions: only when there is work to stop
+                        if nursery.child_tasks:  # a cancel is not free: only when there is work to stop
                             nursery.cancel_scope.cancel()
                         else:
                             # Nothing can run in the nursery any more: exit now, so
                             # whoever waits for the exit runs in the same scheduling
                             # batch as the nursery's closing checkpoint, not after it
-                            # (spawn + run + stop of an agent: ~14k instructions less).
+                            # (fewer instructions a spawn + run + stop: benchmarks/agent_instructions.py).
                             self._nursery = None
                             stop = self._stop
                             assert stop is not None
