@@ -107,6 +107,7 @@ class ToolProgress:
     total: float | None = None
 
 
+@final
 @attrs.frozen
 class ApprovalRequested:
     """A tool call waits for a person: ``agent.approve(call_id)`` or ``agent.deny(call_id, reason)``.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from typing import Any, Generic, Literal
+from typing import Any, Generic, Literal, final
 
 import attrs
 
@@ -50,6 +50,7 @@ def _check_mailbox(instance: Any, attribute: Any, value: Any) -> None:
         raise ValueError(f"mailbox_size must be a positive int, got {value!r}")
 
 
+@final
 @attrs.frozen
 class ChildSpec(Generic[H_co]):
     """How to start (and restart) one child of a supervisor.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
@@ -48,6 +48,7 @@ NO_REPLY: Final = _Sentinel("NO_REPLY", "condukt.NO_REPLY")
 IGNORE: Final = _Sentinel("IGNORE", "condukt.otp.IGNORE")
 
 
+@final
 @attrs.frozen
 class Down:
     """A monitored process exited (OTP's ``{'DOWN', Ref, process, Pid, Reason}``).

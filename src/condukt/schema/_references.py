@@ -22,13 +22,15 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
 
+from ..otp import ConduktError
+
 __all__ = ["REGISTRY", "ExternalReference", "check_references"]
 
 #: The keywords that point at another schema.
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 
 
-class ExternalReference(ValueError):
+class ExternalReference(ConduktError, ValueError):
     """A schema refers to something outside itself (a URL, a file, another document): it is never fetched.
 
     The message names the reference. Put what it points to in the schema

@@ -22,7 +22,7 @@ import hmac
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import attrs
@@ -45,7 +45,7 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..otp import ChildSpec, Node, current_node
+from ..otp import ChildSpec, ConduktError, Node, current_node
 from ..providers import ModelRequest
 from ..tools import Tool, ToolContext
 
@@ -68,7 +68,7 @@ CONTINUE = "(continue)"
 SENT_TO_CLIENT = "(sent to the client, which runs this tool itself)"
 
 
-class ProtocolError(Exception):
+class ProtocolError(ConduktError):
     """An answer a protocol adapter gives instead of running: HTTP status, a code, a message.
 
     Each adapter renders it in its protocol's error shape (OpenAI's
@@ -269,6 +269,9 @@ class Conversation(Capability):
     protocols benchmark, ``benchmarks/protocols.py``, measures it).
     """
 
+    #: Whether this class adds hooks (client tools, rewrites) beyond the history.
+    extras: ClassVar[bool] = False
+
     def __init__(self, turn: ClientTurn) -> None:
         self.turn = turn
         self.client = {definition.name: ClientTool(definition) for definition in turn.client_tools}
@@ -288,7 +291,7 @@ class Conversation(Capability):
     @property
     def needed(self) -> bool:
         """Whether the agent needs this capability at all (a new conversation without extras does not)."""
-        return bool(self.turn.history) or type(self) is not Conversation
+        return bool(self.turn.history) or self.extras
 
     async def setup(self, session: Any) -> None:
         """Put the client's conversation in the history (the agent starts with it, as after a restore)."""
@@ -305,6 +308,8 @@ class Conversation(Capability):
 
 
 class _Rewrites(Conversation):
+    extras = True
+
     def prepare_request(self, run: Run, request: ModelRequest) -> ModelRequest:
         """Add the client's instructions; drop a continuation's placeholder prompt."""
         turn = self.turn
@@ -318,6 +323,8 @@ class _Rewrites(Conversation):
 
 
 class _ClientTools(Conversation):
+    extras = True
+
     def tools(self, session: Any) -> Sequence[Tool]:
         """The client's tools (checked like any tool at the agent's start)."""
         return list(self.client.values())

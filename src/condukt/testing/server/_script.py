@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from ...otp import ConduktError
 from ._steps import Disconnect, Malformed, Reply, Slow, Status, Step, ToolUse, tool_use
 
 __all__ = ["ScriptError", "load_script", "parse_script"]
@@ -41,7 +42,7 @@ _KEYS = frozenset(
 _REPLY_KEYS = frozenset({"reply", "thinking", "call", "arguments", "id", "calls", "usage", "chunk", "interval"})
 
 
-class ScriptError(ValueError):
+class ScriptError(ConduktError, ValueError):
     """A script line that is not a response the server can give; says which line and why."""
 
 
