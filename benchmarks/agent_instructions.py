@@ -17,6 +17,10 @@ one's interpreter (or ``PYTHONPATH`` at each one's ``src``)::
 ``on_event`` listener (a run whose end awaits its listeners runs in a worker
 task, not in its caller's: ``agent/_lifecycle.py``).
 
+``python benchmarks/agent_instructions.py N concurrent`` spawns the N agents
+first, then runs them all at once (agent_loop.py's 10,000 concurrent runs),
+then stops them.
+
 ``agent_loop.py`` measures the same runs in CPU time, which varies with
 what else runs on the machine; instruction counts do not.
 """
@@ -33,6 +37,7 @@ from condukt.messages import AssistantMessage, TextBlock, ToolCall, Usage
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 ON_EVENT = "on_event" in sys.argv[2:]
+CONCURRENT = "concurrent" in sys.argv[2:]
 
 
 class Noop(condukt.Tool):
@@ -66,6 +71,14 @@ async def main() -> None:
     model = TwoTurns()
     run_options: dict[str, Any] = {"on_event": ignore} if ON_EVENT else {}
     async with condukt.open_node() as node:
+        if CONCURRENT:
+            agents = [await node.spawn(condukt.Agent, model=model, **OPTIONS) for _ in range(N)]
+            async with trio.open_nursery() as nursery:
+                for agent in agents:
+                    nursery.start_soon(lambda agent: agent.run("go", **run_options), agent)
+            for agent in agents:
+                await agent.stop()
+            return
         for _ in range(N):
             agent = await node.spawn(condukt.Agent, model=model, **OPTIONS)
             await agent.run("go", **run_options)
