@@ -1,6 +1,8 @@
-"""The observer's cost on a node of 1,000 processes, against the same node unobserved, in the same process.
+"""The observer's cost on a node of 1,000 (or 10,000) processes, against the same node unobserved, in the same process.
 
-    python benchmarks/observer.py [SECONDS]
+    python benchmarks/observer.py [SECONDS] [SUPERVISORS]
+
+SUPERVISORS (default 10) sets the node's size: 100 gives 10,000 processes.
 
 The node: 10 supervisors, each with 50 agents and 49 plain servers (1,000
 processes with the root and the observer's event log), 20 of the agents
@@ -58,9 +60,9 @@ def turns(request: condukt.ModelRequest) -> Any:
     return call("pause", {}) if type(request.messages[-1]).__name__ == "UserMessage" else reply("done", delay=0.02)
 
 
-async def build(node: condukt.Node) -> tuple[list[Any], list[Any]]:
+async def build(node: condukt.Node, supervisors: int = SUPERVISORS) -> tuple[list[Any], list[Any]]:
     agents, servers = [], []
-    for s in range(SUPERVISORS):
+    for s in range(supervisors):
         specs = [condukt.ChildSpec(f"agent-{i}", condukt.Agent, kwargs={"model": FunctionModel(turns), "tools": [Pause]})
                  for i in range(AGENTS)]
         specs += [condukt.ChildSpec(f"server-{i}", Sink) for i in range(SERVERS)]
@@ -103,8 +105,9 @@ async def watch(url: str, agent: str, seconds: float, received: list[int]) -> No
 
 async def main() -> None:
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 5.0
+    supervisors = int(sys.argv[2]) if len(sys.argv) > 2 else SUPERVISORS
     async with condukt.open_node() as node:
-        agents, servers = await build(node)
+        agents, servers = await build(node, supervisors)
         app = observer.create_app(node)
         from hypercorn.config import Config
         from hypercorn.trio import serve
@@ -131,9 +134,9 @@ async def main() -> None:
           f"{datetime.date.today()}, Python {sys.version.split()[0]}, trio {trio.__version__}, "
           f"starlette {starlette.__version__}, hypercorn {_version(hypercorn)}")
     report([
-        ("snapshot + encoding, node at rest", at_rest * 1e3, "ms"),
+        ("server CPU per refresh (snapshot + encoding), node at rest", at_rest * 1e3, "ms"),
         ("  per process", at_rest / count * 1e6, "µs"),
-        ("snapshot + encoding, node busy", busy_snapshot * 1e3, "ms"),
+        ("server CPU per refresh (snapshot + encoding), node busy", busy_snapshot * 1e3, "ms"),
         ("at rest: CPU, nobody watching", rest[0] * 100, "% of a core"),
         ("at rest: CPU, one page watching", rest[1] * 100, "% of a core"),
         ("busy: CPU, nobody watching", busy[0] * 100, "% of a core"),

@@ -20,6 +20,10 @@ Sections (ratios are to a baseline measured in the same process, same run):
   connections: PostgresStore against raw psycopg in a thread pool of 8.
 - ``renewal``: process CPU spent keeping 10,000 leases of one node alive
   (the target: <= 1% of a core at the default lease_ttl of 30 s).
+- ``owners``: 10,000 idle agents each owning its session key (spawned with
+  a store: the lease taken at spawn, renewed by the store's one heartbeat,
+  dead holders swept by one task per store), against the same 10,000 idle
+  agents without a store, same run (the target: <= 1% of a core).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import trio
 from _common import report
 
 import condukt
+import condukt.testing
 from condukt.messages import AssistantMessage, Message, TextBlock, ToolCall, ToolResultMessage, Usage, UserMessage
 from condukt.sessions import DiskStore, MemoryStore, Snapshot, SQLiteStore
 from condukt.sessions._snapshot import message_json
@@ -387,11 +392,60 @@ async def section_renewal(dsn: str | None, tmp: Path) -> None:
             await aclose()
 
 
+async def section_owners(dsn: str | None, tmp: Path) -> None:
+    """10,000 idle agents each owning its session key: the CPU their renewal costs, against the same agents without a store."""
+    count = 10_000
+    ttl = 0.3  # a heartbeat (and a sweep of dead holders) every 0.1 s: 100 times the default rate, to measure it
+    print(f"\n== owners: process CPU of {count:,} idle agents owning their keys, lease_ttl={ttl} s")
+    kinds: list[tuple[str, Any]] = [("none", lambda: None), ("memory", lambda: MemoryStore(lease_ttl=ttl))]
+    if dsn is not None:
+        from condukt.sessions import PostgresStore
+
+        kinds.append(("postgres", lambda: PostgresStore(dsn, schema="bench_owners", lease_ttl=ttl, pool_size=8)))
+    model = condukt.testing.FunctionModel(lambda request: condukt.testing.reply("ok"))
+    baseline = 0.0
+    for name, make in kinds:
+        store = make()
+        async with condukt.open_node() as node:
+            agents: list[Any] = []
+
+            async def spawn(i: int, node: Any = node, store: Any = store, agents: list[Any] = agents) -> None:
+                options: dict[str, Any] = {"model": model, "cwd": tmp, "id": f"owner-{i}", "load_project_instructions": False}
+                if store is not None:
+                    options["session_store"] = store
+                agents.append(await node.spawn(condukt.Agent, **options))
+
+            async with trio.open_nursery() as nursery:
+                for i in range(count):
+                    nursery.start_soon(spawn, i)
+            await trio.sleep(0.5)
+            wall, cpu = time.perf_counter(), time.process_time()
+            await trio.sleep(5.0)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            share = cpu / wall
+            if name == "none":
+                baseline = share
+                print(f"  {name:8s} {len(agents):,} idle agents without a store: CPU {share * 100:5.2f}% of a core")
+            else:
+                extra = max(share - baseline, 0.0)
+                print(
+                    f"  {name:8s} {len(agents):,} idle owners: CPU {share * 100:5.2f}% of a core; "
+                    f"{extra * 100:5.2f}% more than without a store at lease_ttl={ttl} s "
+                    f"-> {extra * ttl / 30.0 * 100:.4f}% of a core at the default lease_ttl=30 s"
+                )
+            async with trio.open_nursery() as nursery:
+                for agent in agents:
+                    nursery.start_soon(agent.stop)
+        aclose = getattr(store, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 async def main() -> None:
-    wanted = set(sys.argv[1:]) or {"run", "turns", "driver", "postgres", "concurrent", "renewal"}
+    wanted = set(sys.argv[1:]) or {"run", "turns", "driver", "postgres", "concurrent", "renewal", "owners"}
     server = None
     dsn: str | None = None
-    if wanted & {"turns", "driver", "postgres", "concurrent", "renewal"}:
+    if wanted & {"turns", "driver", "postgres", "concurrent", "renewal", "owners"}:
         try:
             from condukt.testing.postgres import PostgresServer
 
@@ -416,6 +470,8 @@ async def main() -> None:
                     await section_concurrent(dsn)
             if "renewal" in wanted:
                 await section_renewal(dsn, tmp)
+            if "owners" in wanted:
+                await section_owners(dsn, tmp)
     finally:
         if server is not None:
             await trio.to_thread.run_sync(server.remove)

@@ -37,14 +37,15 @@ SUBPACKAGES = {
         "AGENT_OPTIONS", "STREAM_BUFFER", "Aborted", "Agent", "AgentConfig", "AgentContext", "AgentError", "AgentHandle",
         "AgentInfo", "BoundOperation", "Busy", "Capability", "EventStream", "GuardrailTripped", "InputGuardrail",
         "InvalidInput", "InvalidOutput", "NoResultSubmitted", "NotRunning", "Operation", "OutputGuardrail", "Run",
-        "RunInfo", "RunResult", "RunTimeout", "Subagent", "SubagentSupervisor", "ToolCallInfo", "UnknownApproval",
+        "RunInfo", "RunResult", "RunTimeout", "SessionLost", "Subagent", "SubagentSupervisor", "ToolCallInfo",
+        "UnknownApproval",
         "UnknownOperation", "UsageLimitExceeded", "UsageLimits", "capabilities", "operation", "operations_of",
         "run", "run_operation",
     },
     "condukt.agent.capabilities": {
         "BUILTINS", "ORDER", "OWN", "Approvals", "Builtin", "Compaction", "GuardrailTripped", "InputGuardrail",
         "OutputGuardrail", "Persistence", "ProjectInstructions", "ResumeCheckpoints", "Resumption", "Scrubbing",
-        "StructuredOutput", "Subagents", "Telemetry", "ToolSources", "UsageLimitExceeded", "UsageLimits",
+        "StructuredOutput", "Subagents", "Telemetry", "ToolJournal", "ToolSources", "UsageLimitExceeded", "UsageLimits",
     },
     "condukt.compaction": {"Compactor", "Sliding", "ToolResultPrune", "compact_with"},
     "condukt.instructions": {"INSTRUCTION_FILES", "Skill", "load_project_instructions", "read_skills"},
@@ -82,7 +83,8 @@ SUBPACKAGES = {
     },
     "condukt.a2a": {"RemoteAgent", "asgi_app", "remote"},
     "condukt.web.observer": {
-        "NEW_TOKEN", "AgentView", "ProcessView", "RunView", "Snapshot", "create_app", "page_url", "serve", "snapshot",
+        "NEW_TOKEN", "AgentView", "ExitView", "ProcessView", "RunView", "Snapshot", "SupervisorView", "create_app",
+        "page_url", "serve", "snapshot",
     },
     "condukt.sandbox": {
         "BASE_ENV", "CREDENTIAL_NAME", "SAFE_ENV_VARS", "Bubblewrap", "Local", "ProcessResult", "Sandbox",

@@ -29,7 +29,7 @@ from .helpers import Add, Sleep
 CONTEXT_SURFACE = {
     "agent", "handle", "node", "config", "id", "cwd", "messages", "system_prompt", "secrets", "secret_env",
     "scrub", "scrubs", "scrub_blocks", "created_at", "declared_tools", "model", "tools", "tools_by_name",
-    "tool_definitions", "set_tools", "checkpoint", "restored_run", "last_result", "plain_agent",
+    "tool_definitions", "set_tools", "checkpoint", "exit", "restored_run", "lease", "last_result", "plain_agent",
 }  # fmt: skip
 
 

@@ -172,7 +172,8 @@ async def test_two_nodes_placement_handles_registry_tools_and_streams() -> None:
 async def test_a_lost_node_gives_noconnection_and_its_agent_returns_elsewhere_with_its_history(
     tmp_path: Path,
 ) -> None:
-    store = SQLiteStore(tmp_path / "sessions.sqlite3")  # one file every node of this machine reaches
+    # One file every node of this machine reaches; the lost node's lease on the key runs out after 2 s.
+    store = SQLiteStore(tmp_path / "sessions.sqlite3", lease_ttl=2.0)
     async with condukt.ray.open_cluster(nodes=2) as cluster:
         doomed, survivor = await cluster.nodes()
         supervisor = await cluster.start_dynamic_supervisor()

@@ -24,7 +24,7 @@ from condukt.messages import Usage
 from condukt.testing import ScriptedModel, call, reply
 
 from .helpers import TOKEN, hypercorn_trio
-from .observed import Blocked, Crashy, Gate
+from .observed import Blocked, CrashOnTool, Crashy, Gate
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -208,3 +208,95 @@ async def test_without_a_token_in_its_address_the_page_asks_for_it_and_keeps_it_
                 assert TOKEN not in browser.current_url
 
             await trio.to_thread.run_sync(log_in)
+
+
+async def test_a_crash_shows_its_reason_and_the_crashed_incarnations_log_ending_in_its_error(browser: Any) -> None:
+    @condukt.tool
+    async def lookup(ref: str) -> str:
+        """Looks a commit up."""
+        return ref
+
+    model = ScriptedModel([[reply("Checking the commit first."), call("lookup", {"ref": "HEAD~1"}, id="c1")],
+                           reply("never")])
+    async with condukt.open_node() as node:
+        sup = await node.start_supervisor(
+            [condukt.ChildSpec("reviewer", CrashOnTool, kwargs={"model": model, "tools": [lookup]}),
+             condukt.ChildSpec("indexer", Blocked)],
+            name="app", max_restarts=5, max_seconds=60.0,
+        )
+        worker = dict(sup.which_children())["reviewer"]
+        assert worker is not None
+        session = worker.session_id  # type: ignore[attr-defined]
+        async with hypercorn_trio(observer.create_app(node, token=TOKEN, interval=0.1)) as url:
+            page = observer.page_url(url, TOKEN, path="/")
+
+            def open_page() -> None:
+                browser.get(page)
+                wait_until(browser, lambda d: any(r["key"] == str(worker.id) for r in rows(d)), "the agent")
+
+            await trio.to_thread.run_sync(open_page)
+            with pytest.raises(condukt.CallError):
+                await worker.run("Review the last commit")  # type: ignore[attr-defined]
+
+            def inspect_crash() -> None:
+                row = wait_until(browser, lambda d: next(
+                    (r for r in rows(d) if "reviewer" in r["text"] and r["restarts"] == "1"), None), "the restart")
+                click(browser, f'#tree tr[data-key="{row["key"]}"] td:first-child')
+                wait_until(browser, lambda d: "RuntimeError: crash on purpose" in d.find_element(By.ID, "details").text,
+                           "the crash's reason in the process panel")
+                details = browser.find_element(By.ID, "details").text
+                assert f"#{worker.id}" in details and "restarted" in details and "Traceback" in details
+                assert "one_for_one" not in details  # a worker's panel: no supervisor policy
+                click(browser, "#details button.showlog")
+                wait_until(browser, lambda d: [e.get_attribute("data-type") for e in
+                                               d.find_elements(By.CSS_SELECTOR, "#log .ev")][-2:] == ["error", "done"],
+                           "the crashed incarnation's log ending in its error")
+                log = browser.find_element(By.ID, "log").text
+                assert "Checking the commit first." in log and "lookup" in log
+                assert "RuntimeError: crash on purpose (the agent process crashed)" in log
+                assert log.rstrip().endswith("failed")
+                assert session in browser.find_element(By.ID, "logtitle").text
+                target = os.environ.get("CONDUKT_OBSERVER_CRASH_SCREENSHOT")
+                if target:
+                    browser.set_window_size(1400, 1000)
+                    browser.execute_script("document.querySelector('#details .crash').scrollIntoView();")
+                    Path(target).parent.mkdir(parents=True, exist_ok=True)
+                    assert browser.save_screenshot(target)
+                # The supervisor's panel: strategy, intensity and the restart timeline.
+                click(browser, f'#tree tr[data-key="{sup.id}"] td:first-child')
+                wait_until(browser, lambda d: "restart timeline" in d.find_element(By.ID, "details").text.lower(),
+                           "the supervisor's restart timeline")
+                details = browser.find_element(By.ID, "details").text
+                assert "one_for_one" in details and "5 restarts in 60 s" in details
+                assert "reviewer · RuntimeError: crash on purpose → restarted" in details
+
+            await trio.to_thread.run_sync(inspect_crash)
+
+
+@pytest.mark.slow
+async def test_search_finds_one_process_among_ten_thousand_within_200_ms(browser: Any, wall_bound: Any) -> None:
+    async with condukt.open_node() as node:
+        pool = await node.start_dynamic_supervisor(name="pool")
+        for n in range(10_000 - 1):  # with the pool
+            await pool.start_child(condukt.ChildSpec(None, condukt.Server, name=f"worker-{n}"))
+        assert node.process_count >= 10_000
+        async with hypercorn_trio(observer.create_app(node, token=TOKEN, interval=1.0)) as url:
+            page = observer.page_url(url, TOKEN, path="/")
+
+            def search() -> float:
+                browser.get(page)
+                wait_until(browser, lambda d: d.find_element(By.ID, "shown").text.startswith("100"), "10,000 rows")
+                script = """var done = arguments[arguments.length - 1], box = document.getElementById('search');
+                    var t0 = performance.now();
+                    box.value = 'worker-7777'; box.dispatchEvent(new Event('input'));
+                    requestAnimationFrame(function () { setTimeout(function () {
+                      var rows = document.querySelectorAll('#tree tr.proc');
+                      done([performance.now() - t0, Array.from(rows).map(function (r) { return r.innerText; })]);
+                    }, 0); });"""
+                with wall_bound(0.2, "a search among 10,000 processes, to the painted row"):
+                    elapsed, found = browser.execute_async_script(script)
+                assert len(found) == 1 and "worker-7777" in found[0]
+                return float(elapsed)
+
+            elapsed = await trio.to_thread.run_sync(search)
+            print(f"search among 10,000 processes: {elapsed:.1f} ms in the page")

@@ -55,7 +55,7 @@ class Deployer(condukt.Agent):
         return [deploy]
 
 
-store = DiskStore(os.environ["STORE"])
+store = DiskStore(os.environ["STORE"], lease_ttl=2.0)  # a killed server's sessions are free 2 s after
 app = condukt.web.create_app(
     agents={"deployer": condukt.ChildSpec(None, Deployer, kwargs={"session_store": store})}, token="t0k"
 )
@@ -101,7 +101,11 @@ async def test_a_killed_server_finds_its_sessions_and_their_approvals_again(serv
         assert not mark.exists()
 
         async with server_process(command, tmp_path, env, port):
-            listed = await client.get(f"/sessions/{session}/approvals", headers=AUTH)
+            with trio.fail_after(10):
+                # The killed server's node still owns the session until its lease_ttl of silence has passed.
+                while (listed := await client.get(f"/sessions/{session}/approvals", headers=AUTH)).status_code == 503:
+                    assert listed.json()["error"] == "SessionOwned"
+                    await trio.sleep(float(listed.headers["Retry-After"]))
             assert listed.status_code == 200, listed.text
             [pending] = listed.json()["approvals"]
             assert (pending["call_id"], pending["tool"], pending["arguments"]) == (call_id, "deploy", {"service": "api"})
@@ -124,4 +128,5 @@ async def test_a_killed_server_finds_its_sessions_and_their_approvals_again(serv
         async with server_process(command, tmp_path, env, port):
             # Deleted for good: not in the store either.
             assert (await client.get(f"/sessions/{session}/history", headers=AUTH)).status_code == 404
-            assert [p.name for p in store.iterdir() if not p.name.endswith(".lock")] == []  # the owner lease file may stay
+            # The owner lease file and the nodes' heartbeat files may stay.
+            assert [p.name for p in store.iterdir() if not p.name.endswith(".lock") and p.name != ".nodes"] == []

@@ -27,6 +27,7 @@ from ._errors import (
     NoResultSubmitted,
     NotRunning,
     RunTimeout,
+    SessionLost,
     UnknownApproval,
     UnknownOperation,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "RunInfo",
     "RunResult",
     "RunTimeout",
+    "SessionLost",
     "Subagent",
     "SubagentSupervisor",
     "ToolCallInfo",

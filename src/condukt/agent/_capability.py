@@ -27,10 +27,12 @@ from ..tools import Tool
 from ._context import AgentContext
 from ._run import Run
 
-__all__ = ["HOOKS", "NO_HOOKS", "Builtin", "Capability", "Hooks", "SendRequest"]
+__all__ = ["HOOKS", "NO_HOOKS", "Builtin", "Capability", "Hooks", "InvokeTool", "SendRequest"]
 
 #: What ``wrap_model_request`` calls to send a request on (the next wrapper, or the model).
 SendRequest = Callable[[ModelRequest], Awaitable[AssistantMessage]]
+#: What ``wrap_tool_call`` calls to run the call (the next wrapper, or the tool): its result.
+InvokeTool = Callable[[], Awaitable[ToolResultMessage]]
 
 
 class Capability:
@@ -60,6 +62,9 @@ class Capability:
     call)``                     ToolResultMessage to answer the call yourself, or None.
     ``gate_tool_call(run,       async, in the call's own task (the turn's other calls go on): may
     call)``                     wait (an approval), return a ToolResultMessage to answer it, or None.
+    ``wrap_tool_call(run, call,  async, around one call the gates let run, in the call's own task:
+    invoke)``                   ``await invoke()`` runs it (once, or not at all) and gives its result;
+                                return the result the model sees.
     ``tool_started(run, call)`` a tool call is about to run.
     ``tool_finished(run, call,  it ended: ``result`` is what the model sees; ``error`` the
     result, error, duration)``  exception if the tool crashed or was cancelled.
@@ -132,6 +137,19 @@ class Capability:
         The tool's timeout starts after it; the run's abort cancels it.
         """
         return None
+
+    async def wrap_tool_call(self, run: Run, call: ToolCall, invoke: InvokeTool) -> ToolResultMessage:
+        """Around one tool call that no intercept or gate answered: ``return await invoke()`` is the default.
+
+        Runs in the call's own task, after the gates (the turn's other
+        calls go on meanwhile); wrappers nest in capability order (the first
+        is outermost). ``invoke()`` runs the tool under its timeout (events
+        and the ``tool_started``/``tool_finished`` hooks included) and
+        returns its result (an error result for a failing tool): call it at
+        most once. The returned result is what the history and the model
+        get. Cancellation: an abort or the run's timeout cancels it like the tool.
+        """
+        return await invoke()
 
     def tool_started(self, run: Run, call: ToolCall) -> None:
         """A tool call is about to run."""
@@ -252,6 +270,7 @@ HOOKS = (
     "model_finished",
     "intercept_tool_call",
     "gate_tool_call",
+    "wrap_tool_call",
     "tool_started",
     "tool_finished",
     "after_turn",
@@ -287,6 +306,7 @@ class Hooks:
     model_finished: tuple[Any, ...]
     intercept_tool_call: tuple[Any, ...]
     gate_tool_call: tuple[Any, ...]
+    wrap_tool_call: tuple[Any, ...]
     tool_started: tuple[Any, ...]
     tool_finished: tuple[Any, ...]
     after_turn: tuple[Any, ...]

@@ -26,7 +26,7 @@ from ._result import RunResult
 
 if TYPE_CHECKING:
     from ..events import Event
-    from ..sessions import RunCheckpoint
+    from ..sessions import Lease, RunCheckpoint
 
 __all__ = ["NO_ENV", "AgentContext", "Behaviour", "Kernel"]
 
@@ -45,6 +45,8 @@ class Kernel(Protocol):
 
     def checkpoint(self) -> RunCheckpoint | None: ...
 
+    def exit(self, reason: Any) -> None: ...
+
 
 class Behaviour(Protocol):
     """What the agent layer calls on the user's :class:`~condukt.Agent` instance (an ``Agent`` is one)."""
@@ -62,6 +64,8 @@ class Behaviour(Protocol):
     async def handle_event(self, event: Event) -> None: ...
 
     def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None: ...
+
+    def stop(self, reason: Any = "normal") -> None: ...
 
 
 @final
@@ -95,8 +99,13 @@ class AgentContext:
     ``set_tools(tools)``        replace the tools (all three views at once) between requests
     ``checkpoint()``            the run in progress as a :class:`~condukt.sessions.RunCheckpoint`
                                 (what a snapshot stores to resume it), or None
+    ``exit(reason)``            stop the agent with ``reason`` once the job in progress has ended
     ``restored_run``            the checkpoint a restored snapshot asks to resume (set during
                                 ``setup``, by persistence), or None
+    ``lease``                   the agent's :class:`~condukt.sessions.Lease` on its session key
+                                (set during ``setup`` by persistence, with a store that gives one
+                                owner per key), or None: write the session's run logs through it
+                                (``log_events``, ``set_run``); it is released when the agent exits
     ``last_result``             how the last run that ended, ended (a ``RunResult``), or None
     ``plain_agent``             condukt's plain :class:`~condukt.Agent` class, for a capability that
                                 starts agents of its own (an inline ``Subagent`` role runs as one)
@@ -118,6 +127,7 @@ class AgentContext:
         "handle",
         "id",
         "last_result",
+        "lease",
         "messages",
         "model",
         "node",
@@ -152,6 +162,7 @@ class AgentContext:
     tools_by_name: Mapping[str, Tool]
     tool_definitions: tuple[ToolDefinition, ...]
     restored_run: RunCheckpoint | None
+    lease: Lease | None
     last_result: RunResult | None
     plain_agent: type[Server]
 
@@ -182,6 +193,7 @@ class AgentContext:
         self.tools_by_name = {}
         self.tool_definitions = ()
         self.restored_run = None
+        self.lease = None
         self.last_result = None
         self.plain_agent = plain_agent
         self._kernel = kernel
@@ -194,6 +206,15 @@ class AgentContext:
         a snapshot cannot hold).
         """
         return self._kernel.checkpoint()
+
+    def exit(self, reason: Any) -> None:
+        """Stop the agent with ``reason`` (its exit reason) once the job in progress has ended; at once when idle.
+
+        The run in progress settles first (its ``Done`` delivered, its caller
+        answered); runs queued behind it never start (their callers get a
+        :class:`~condukt.CallError` with ``reason``). Synchronous; never raises.
+        """
+        self._kernel.exit(reason)
 
     def set_tools(self, tools: Iterable[Tool]) -> None:
         """Make ``tools`` the agent's tools from the next model request on (``tools``, by name, definitions)."""

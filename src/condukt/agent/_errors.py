@@ -13,6 +13,7 @@ __all__ = [
     "NoResultSubmitted",
     "NotRunning",
     "RunTimeout",
+    "SessionLost",
     "UnknownApproval",
     "UnknownOperation",
 ]
@@ -78,3 +79,24 @@ class UnknownApproval(AgentError, LookupError):
         super().__init__(f"no tool call {call_id!r} is waiting for approval")
         #: The call id asked about.
         self.call_id = call_id
+
+
+class SessionLost(AgentError):
+    """The agent's session key was taken over by another owner: this agent writes nothing more (fencing).
+
+    Raised in the run whose save the store refused (the run fails with it:
+    ``Error`` then ``Done("failed")``), and in every later run; the agent
+    then exits with it as its reason. ``key`` is the session key; ``owner``
+    and ``node`` name the new holder as far as the store said (None when
+    unknown); the store's refusal (a :class:`~condukt.sessions.SessionOwned`)
+    is its ``__cause__``. It happens when the agent's node was silent (a
+    partition, a paused process) for longer than the store's ``lease_ttl``
+    and another agent acquired the key meanwhile; see ``docs/sessions.md``,
+    "Agents own their keys".
+    """
+
+    def __init__(self, key: str, *, owner: str | None = None, node: str | None = None) -> None:
+        self.key = key
+        self.owner = owner
+        self.node = node
+        super().__init__(f"session {key!r:.200} was taken over by another owner: this agent writes nothing more")

@@ -83,6 +83,7 @@ class Lifecycle:
 
     __slots__ = (
         "_depth",
+        "_exit_reason",
         "_guarding",
         "_next",
         "_worker",
@@ -118,6 +119,8 @@ class Lifecycle:
         # Nurseries the worker had open before its job (a caller hosting its run may have some).
         self._depth = 0
         self._next: Run | _Operation | None = None
+        #: Set by :meth:`exit`: the reason to stop with once the job in progress has ended.
+        self._exit_reason: tuple[Any] | None = None
 
     # ------------------------------------------------------------------ requests
 
@@ -255,9 +258,23 @@ class Lifecycle:
             self.follow_ups = deque()
         return self.follow_ups
 
+    def exit(self, reason: Any) -> None:
+        """Stop the agent with ``reason`` once the job in progress has ended (at once when idle).
+
+        The job's ``Done`` is delivered and its caller answered first;
+        the jobs queued behind it are not started (the process's exit ends them).
+        """
+        if self.state is State.IDLE and self._worker is None:
+            self.ctx.agent.stop(reason)
+            return
+        self._exit_reason = (reason,)
+
     def _to_idle(self) -> None:
         self.state = State.IDLE
         self.current = None
+        if self._exit_reason is not None:
+            self.ctx.agent.stop(self._exit_reason[0])
+            return
         if self.follow_ups:
             self._start(self.runs.follow_up_run(self.follow_ups.popleft()))
         elif self.queue:

@@ -256,6 +256,10 @@ class AgentState(Lineup):
                 return None
         return checkpoint
 
+    def exit(self, reason: Any) -> None:
+        """Stop the agent with ``reason`` once the job in progress has ended (``AgentContext.exit``)."""
+        self.lifecycle.exit(reason)
+
     # ------------------------------------------------------------------ maintenance
 
     async def _clear(self) -> None:

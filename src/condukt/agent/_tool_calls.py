@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -109,7 +109,12 @@ class _Calls:
     async def all(self) -> list[ToolResultMessage]:
         try:
             hooks = self.run.hooks
-            if len(self.calls) == 1 and not hooks.intercept_tool_call and not hooks.gate_tool_call:
+            if (
+                len(self.calls) == 1
+                and not hooks.intercept_tool_call
+                and not hooks.gate_tool_call
+                and not hooks.wrap_tool_call
+            ):
                 # The common turn: one call, nothing to group.
                 await self._one(0, timeout_of(self.ctx, self.calls[0]))
             else:
@@ -141,9 +146,10 @@ class _Calls:
                 groups.setdefault(timeout, []).append(index)
             else:
                 groups[timeout].append(index)
-        if run.hooks.gate_tool_call and groups:
-            # Gated calls may wait (an approval): each in a task of its own, so
-            # the others go on; its timeout starts once the gates let it run.
+        if (run.hooks.gate_tool_call or run.hooks.wrap_tool_call) and groups:
+            # Gated calls may wait (an approval), wrapped ones too (a journal
+            # write): each in a task of its own, so the others go on; its
+            # timeout starts once the gates and wrappers let it run.
             async with trio.open_nursery() as nursery:
                 for timeout, indices in groups.items():
                     for index in indices:
@@ -160,7 +166,7 @@ class _Calls:
                     nursery.start_soon(self._group, timeout, indices)
 
     async def _gated(self, index: int, timeout: float | None) -> None:
-        """One call behind the ``gate_tool_call`` hooks: answered by one of them, or run."""
+        """One call behind the ``gate_tool_call`` hooks (answered by one, or run), inside the ``wrap_tool_call``s."""
         run, call = self.run, self.calls[index]
         for gate in run.hooks.gate_tool_call:
             answer = await gate(run, call)
@@ -169,7 +175,26 @@ class _Calls:
                     await self._started(index)
                 await self._finished(index, answer.content, answer.is_error, None)
                 return
-        await self._one(index, timeout)
+        wrappers = run.hooks.wrap_tool_call
+        if not wrappers:
+            await self._one(index, timeout)
+            return
+        invoked = False
+
+        async def run_once() -> ToolResultMessage:
+            nonlocal invoked
+            if invoked:
+                raise RuntimeError(f"wrap_tool_call invoked call {call.id!r} twice")
+            invoked = True
+            await self._one(index, timeout)
+            result = self.results[index]
+            assert result is not None  # _one fills its slot or raises
+            return result
+
+        invoke: Callable[[], Awaitable[ToolResultMessage]] = run_once
+        for wrap in reversed(wrappers):
+            invoke = _bind_tool_wrapper(wrap, run, call, invoke)
+        self.results[index] = await invoke()
 
     async def _started(self, index: int) -> None:
         """Only when ``notify``: record the start, tell the hooks and listeners."""
@@ -299,6 +324,18 @@ class _Calls:
         for index in indices:
             if self.results[index] is None:  # cut off by the shared deadline
                 await self._timed_out(index, timeout)
+
+
+def _bind_tool_wrapper(
+    wrap: Callable[..., Awaitable[ToolResultMessage]],
+    run: Run,
+    call: ToolCall,
+    inner: Callable[[], Awaitable[ToolResultMessage]],
+) -> Callable[[], Awaitable[ToolResultMessage]]:
+    async def invoke() -> ToolResultMessage:
+        return await wrap(run, call, inner)
+
+    return invoke
 
 
 class _ScrubbingEmit:

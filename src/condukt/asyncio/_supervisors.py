@@ -26,6 +26,7 @@ class SupervisorHandle(Handle[otp.SupervisorHandle], stands_for=otp.SupervisorHa
     """A static supervisor's handle seen from asyncio: the methods of :class:`condukt.SupervisorHandle`, awaitable."""
 
     child_info = sync_method(otp.SupervisorHandle.child_info)
+    info = sync_method(otp.SupervisorHandle.info)
     count_children = sync_method(otp.SupervisorHandle.count_children)
     terminate_child = method(otp.SupervisorHandle.terminate_child)
     delete_child = method(otp.SupervisorHandle.delete_child)
@@ -69,6 +70,7 @@ class DynamicSupervisorHandle(Handle[otp.DynamicSupervisorHandle], stands_for=ot
     """A dynamic supervisor's handle from asyncio: :class:`condukt.DynamicSupervisorHandle`'s methods, awaitable."""
 
     child_info = sync_method(otp.DynamicSupervisorHandle.child_info)
+    info = sync_method(otp.DynamicSupervisorHandle.info)
     count_children = sync_method(otp.DynamicSupervisorHandle.count_children)
 
     @mirrors(otp.DynamicSupervisorHandle.which_children)

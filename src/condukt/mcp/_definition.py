@@ -282,6 +282,7 @@ class _ListResources(Tool):
     """``<prefix>_list_resources``: the server's resources and resource templates, one per line."""
 
     parameters = {"type": "object", "properties": {}, "additionalProperties": False}
+    idempotent = True  # read-only
 
     def __init__(self, channel: Channel, prefix: str | None) -> None:
         super().__init__()
@@ -311,6 +312,8 @@ class _ListResources(Tool):
 
 class _ReadResource(Tool):
     """``<prefix>_read_resource``: the resource at a URI, as content (text, images, PDF)."""
+
+    idempotent = True  # read-only
 
     parameters = {
         "type": "object",

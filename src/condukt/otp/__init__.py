@@ -21,7 +21,17 @@ See ``docs/runtime.md`` for the full guide and how it maps onto OTP.
 """
 
 from ._caller import Caller
-from ._child_spec import DEFAULT_SHUTDOWN, ChildCounts, ChildInfo, ChildSpec, RestartType
+from ._child_spec import (
+    DEFAULT_SHUTDOWN,
+    EXITS_KEPT,
+    TIMELINE_KEPT,
+    ChildCounts,
+    ChildExit,
+    ChildInfo,
+    ChildSpec,
+    RestartType,
+    SupervisorInfo,
+)
 from ._dynamic_supervisor import DynamicSupervisor, DynamicSupervisorHandle
 from ._errors import (
     CallError,
@@ -49,6 +59,7 @@ from ._timers import TimerRef
 __all__ = [
     "DEFAULT_MAILBOX_SIZE",
     "DEFAULT_SHUTDOWN",
+    "EXITS_KEPT",
     "IGNORE",
     "NO_REPLY",
     "CallError",
@@ -56,6 +67,7 @@ __all__ = [
     "Caller",
     "CallingSelf",
     "ChildCounts",
+    "ChildExit",
     "ChildInfo",
     "ChildNotFound",
     "ChildRestarting",
@@ -79,6 +91,8 @@ __all__ = [
     "Subscription",
     "Supervisor",
     "SupervisorHandle",
+    "SupervisorInfo",
+    "TIMELINE_KEPT",
     "TimerRef",
     "TooManyChildren",
     "UnhandledMessage",

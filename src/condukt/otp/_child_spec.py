@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import time
+import traceback
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, Generic, Literal, final
 
@@ -12,7 +14,18 @@ from ._handle import Handle
 from ._server import Server
 from ._spawnable import H_co, Spawnable
 
-__all__ = ["ChildCounts", "ChildInfo", "ChildSpec", "child_info", "RestartType"]
+__all__ = [
+    "EXITS_KEPT",
+    "TIMELINE_KEPT",
+    "ChildCounts",
+    "ChildExit",
+    "ChildInfo",
+    "ChildSpec",
+    "RestartType",
+    "SupervisorInfo",
+    "child_exit",
+    "child_info",
+]
 
 RestartType = Literal["permanent", "transient", "temporary"]
 _RESTART_TYPES = ("permanent", "transient", "temporary")
@@ -138,12 +151,79 @@ class ChildInfo:
     restarts: int
     restarting: bool
     supervisor: bool
+    #: The last exits of this child that were abnormal or restarted, oldest first (at most :data:`EXITS_KEPT`).
+    exits: tuple[ChildExit, ...] = ()
 
 
-def child_info(spec: ChildSpec, handle: Handle | None, restarts: int, restarting: bool) -> ChildInfo:
+#: How many exits ``ChildInfo.exits`` keeps per child (its last incarnations).
+EXITS_KEPT = 5
+#: How many exits a supervisor's timeline (``SupervisorInfo.exits``) keeps.
+TIMELINE_KEPT = 100
+#: A crash report's traceback is cut to its last this many characters.
+TRACEBACK_CHARS = 8000
+
+
+@attrs.frozen
+class ChildExit:
+    """One exit of a supervised child that was abnormal or restarted: a crash report, for dashboards.
+
+    ``child_id``: the spec's id (``None`` under a dynamic supervisor);
+    ``pid``: the incarnation that exited; ``reason``: its exit reason as
+    text (``"killed"``, ``"shutdown"``, or ``"RuntimeError: boom"`` for a
+    crash); ``error_type``: the exception's class name for a crash, else
+    ``None``; ``traceback``: the crash's formatted traceback (its last
+    :data:`TRACEBACK_CHARS` characters), else ``None``; ``time``: when
+    (seconds since the epoch); ``restarted``: whether the supervisor
+    restarts the child after it. Text rather than the exception itself:
+    a report kept for long must not keep the dead incarnation's frames alive.
+    """
+
+    child_id: Hashable | None
+    pid: int
+    reason: str
+    error_type: str | None
+    traceback: str | None
+    time: float
+    restarted: bool
+
+
+def child_exit(child_id: Hashable | None, pid: int, reason: Any, restarted: bool) -> ChildExit:
+    """The :class:`ChildExit` of a child that exited with ``reason`` (its traceback formatted now)."""
+    if isinstance(reason, BaseException):
+        text = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
+        formatted = "".join(traceback.format_exception(reason))
+        return ChildExit(child_id, pid, text, type(reason).__name__, formatted[-TRACEBACK_CHARS:], time.time(),
+                         restarted)
+    return ChildExit(child_id, pid, reason if isinstance(reason, str) else repr(reason), None, None, time.time(),
+                     restarted)
+
+
+@attrs.frozen
+class SupervisorInfo:
+    """A supervisor's restart policy and recent history (``info()`` of its handle), for dashboards.
+
+    ``strategy``: ``"one_for_one"``, ``"one_for_all"`` or ``"rest_for_one"``
+    (a dynamic supervisor is ``"one_for_one"``); ``max_restarts`` within
+    ``max_seconds``: its restart intensity; ``intensity``: ``"supervisor"``
+    (all children's restarts count together) or ``"per_child"``;
+    ``exits``: the timeline of its children's abnormal or restarted exits,
+    oldest first (at most :data:`TIMELINE_KEPT`).
+    """
+
+    strategy: str
+    max_restarts: int
+    max_seconds: float
+    intensity: str
+    exits: tuple[ChildExit, ...]
+
+
+def child_info(
+    spec: ChildSpec, handle: Handle | None, restarts: int, restarting: bool, exits: Iterable[ChildExit] | None = None
+) -> ChildInfo:
     """The :class:`ChildInfo` of a child started from ``spec``."""
     start: Any = spec.start  # a Server subclass (validated); typed as Spawnable for inference
-    return ChildInfo(spec.id, handle, start, spec.restart, restarts, restarting, spec.is_supervisor)
+    return ChildInfo(spec.id, handle, start, spec.restart, restarts, restarting, spec.is_supervisor,
+                     tuple(exits) if exits else ())
 
 
 def validate_intensity(max_restarts: Any, max_seconds: Any) -> None:

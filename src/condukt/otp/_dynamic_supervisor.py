@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import Any, Literal
 
-from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, validate_intensity
+from ._child_spec import (
+    EXITS_KEPT,
+    ChildCounts,
+    ChildExit,
+    ChildInfo,
+    ChildSpec,
+    SupervisorInfo,
+    child_info,
+    validate_intensity,
+)
 from ._errors import ChildNotFound, NoProc, TooManyChildren
 from ._handle import Handle
 from ._process import start_process
@@ -31,10 +41,13 @@ Intensity = Literal["supervisor", "per_child"]
 class _Restarting:
     """A child being restarted, filed under the handle of the incarnation that exited."""
 
-    __slots__ = ("intensity", "old", "restarts", "spec", "stamp", "starting")
+    __slots__ = ("exits", "intensity", "old", "restarts", "spec", "stamp", "starting")
 
-    def __init__(self, spec: ChildSpec, old: Handle, intensity: RestartIntensity, restarts: int) -> None:
+    def __init__(self, spec: ChildSpec, old: Handle, intensity: RestartIntensity, restarts: int,
+                 exits: deque[ChildExit] | None = None) -> None:
         self.spec = spec
+        #: The child's last exits (its crash reports), carried to the next incarnation.
+        self.exits = exits
         self.old = old
         #: How many restarts of this child will have started once this one does.
         self.restarts = restarts
@@ -94,6 +107,8 @@ class DynamicSupervisorHandle(Handle):
         if spec is not None:
             if sup._restarts:
                 sup._restarts.pop(child, None)
+            if sup._exits:
+                sup._exits.pop(child, None)
             await stop_child(child, spec)
             return
         restarting = sup._restarting.pop(child, None)
@@ -123,13 +138,23 @@ class DynamicSupervisorHandle(Handle):
         true. Synchronous. Raises :class:`NoProc` once the supervisor has exited.
         """
         sup = self._sup()
-        counts = sup._restarts
+        counts, exits = sup._restarts, sup._exits
         infos = [
-            child_info(spec, handle, counts.get(handle, 0) if counts else 0, False)
+            child_info(spec, handle, counts.get(handle, 0) if counts else 0, False,
+                       exits.get(handle) if exits else None)
             for handle, spec in sup._children.items()
         ]
-        infos.extend(child_info(r.spec, None, r.restarts - 1, True) for r in sup._restarting.values())
+        infos.extend(child_info(r.spec, None, r.restarts - 1, True, r.exits) for r in sup._restarting.values())
         return infos
+
+    def info(self) -> SupervisorInfo:
+        """The supervisor's restart intensity and the timeline of its children's exits (strategy ``one_for_one``).
+
+        Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        """
+        sup = self._sup()
+        return SupervisorInfo("one_for_one", sup._max_restarts, sup._max_seconds,
+                              "per_child" if sup._per_child else "supervisor", tuple(sup._timeline or ()))
 
     def which_children(self) -> list[tuple[None, Handle]]:
         """``(None, handle)`` for every running child, in start order.
@@ -190,6 +215,8 @@ class DynamicSupervisor(SupervisorBase):
         self._children: dict[Handle, ChildSpec] = {}
         #: Restarts that started, per running child that has been restarted (``child_info``).
         self._restarts: dict[Handle, int] = {}
+        #: The last exits of each running child that has exited before (``child_info``).
+        self._exits: dict[Handle, deque[ChildExit]] = {}
         self._restarting: dict[Handle, _Restarting] = {}
         self._starting = 0
 
@@ -224,12 +251,22 @@ class DynamicSupervisor(SupervisorBase):
         spec = self._children.pop(handle, None)
         lineage = self._lineage.pop(handle, None) if self._per_child else None
         restarts = self._restarts.pop(handle, 0) if self._restarts else 0
-        if spec is not None and needs_restart(spec.restart, reason):
+        if spec is None:
+            return True
+        exits = self._exits.pop(handle, None) if self._exits else None
+        restart = needs_restart(spec.restart, reason)
+        record = self._record_exit(None, handle, reason, restart and not self._stopping())
+        if record is not None and restart:
+            if exits is None:
+                exits = deque(maxlen=EXITS_KEPT)
+            exits.append(record)
+        if restart:
             if self._per_child:
                 intensity = lineage or RestartIntensity(self._max_restarts, self._max_seconds)
             else:
                 intensity = self._intensity
-            restarting = self._restarting[handle] = _Restarting(spec, handle, intensity, restarts + 1)
+            restarting = _Restarting(spec, handle, intensity, restarts + 1, exits)
+            self._restarting[handle] = restarting
             self._attempt(restarting)
         return True
 
@@ -260,6 +297,8 @@ class DynamicSupervisor(SupervisorBase):
         restarting.intensity.release(restarting)
         self._children[handle] = restarting.spec
         self._restarts[handle] = restarting.restarts
+        if restarting.exits:
+            self._exits[handle] = restarting.exits
         if self._per_child:
             self._lineage[handle] = restarting.intensity
 
@@ -280,6 +319,7 @@ class DynamicSupervisor(SupervisorBase):
         children = list(self._children.items())
         self._children.clear()
         self._restarts.clear()
+        self._exits.clear()
         for restarting in self._restarting.values():
             if restarting.starting is not None:
                 children.append((restarting.starting, restarting.spec))

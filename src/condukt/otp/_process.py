@@ -198,6 +198,35 @@ class Process:
             return "starting"
         return "waiting" if self._parked else "running"
 
+    def links(self) -> list[Handle]:
+        """The processes linked to this one (Erlang's ``process_info(Pid, links)``). Synchronous; never raises."""
+        links = self._links
+        return [] if not links else list(links)
+
+    def monitored_by(self) -> list[Handle | None]:
+        """Who monitors this process: each watching process's handle, ``None`` for a monitor held outside any
+        process (``node.monitor``). Erlang's ``process_info(Pid, monitored_by)``. Synchronous; never raises."""
+        monitors = self._monitors
+        if not monitors:
+            return []
+        from ._handle import Handle  # noqa: PLC0415 - _handle imports this module
+
+        return [ref._watcher if isinstance(ref._watcher, Handle) else None for ref in monitors]
+
+    def mailbox_peek(self, limit: int = 20) -> list[tuple[str, Any]]:
+        """The first ``limit`` messages waiting, oldest first, as ``(kind, message)``: kind ``"call"``,
+        ``"cast"`` or ``"info"``. For dashboards: the messages themselves, not copies. Synchronous."""
+        mailbox = self._mailbox
+        if not mailbox:
+            return []
+        kinds = ("call", "cast", "info")
+        found: list[tuple[str, Any]] = []
+        for kind, message, _ in mailbox:
+            if len(found) >= limit:
+                break
+            found.append((kinds[kind], message))
+        return found
+
     def __repr__(self) -> str:
         return f"<Process of {self._handle!r}>"
 

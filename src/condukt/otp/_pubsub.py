@@ -51,6 +51,17 @@ class Subscription:
         if self._lot:
             self._lot.unpark()
 
+    def drain(self) -> list[Any]:
+        """The messages buffered now, oldest first, taken out of the buffer without waiting.
+
+        For a reader that must catch up before acting on something else
+        (the observer's event log, before it records a crash). Synchronous.
+        """
+        queue = self._queue
+        taken = list(queue)
+        queue.clear()
+        return taken
+
     def close(self) -> None:
         """Unsubscribe; a pending or later ``__anext__`` ends the iteration once drained."""
         if not self.closed:

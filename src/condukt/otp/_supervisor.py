@@ -9,7 +9,16 @@ from typing import Any
 import trio
 
 from ._caller import Caller
-from ._child_spec import ChildCounts, ChildInfo, ChildSpec, child_info, validate_supervisor
+from ._child_spec import (
+    EXITS_KEPT,
+    ChildCounts,
+    ChildExit,
+    ChildInfo,
+    ChildSpec,
+    SupervisorInfo,
+    child_info,
+    validate_supervisor,
+)
 from ._errors import ChildNotFound, ChildRestarting, ChildRunning, NoProc
 from ._handle import Handle
 from ._process import start_process
@@ -21,7 +30,7 @@ __all__ = ["Supervisor", "SupervisorHandle"]
 
 
 class _Child:
-    __slots__ = ("handle", "restarting", "restarts", "spec", "starting")
+    __slots__ = ("exits", "handle", "restarting", "restarts", "spec", "starting")
 
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
@@ -33,6 +42,8 @@ class _Child:
         self.restarting = False
         #: Restarts that started (``child_info``).
         self.restarts = 0
+        #: Its last abnormal or restarted exits (``child_info``), made at the first one.
+        self.exits: deque[ChildExit] | None = None
 
 
 #: The message a supervisor sends itself to go on with its restarts.
@@ -79,7 +90,16 @@ class SupervisorHandle(Handle):
 
         Synchronous. Raises :class:`NoProc` once the supervisor has exited.
         """
-        return [child_info(c.spec, c.handle, c.restarts, c.restarting) for c in self._sup()._children]
+        return [child_info(c.spec, c.handle, c.restarts, c.restarting, c.exits) for c in self._sup()._children]
+
+    def info(self) -> SupervisorInfo:
+        """The supervisor's strategy, restart intensity and the timeline of its children's exits.
+
+        Synchronous. Raises :class:`NoProc` once the supervisor has exited.
+        """
+        sup = self._sup()
+        return SupervisorInfo(sup._strategy, sup._max_restarts, sup._max_seconds, "supervisor",
+                              tuple(sup._timeline or ()))
 
     def count_children(self) -> ChildCounts:
         """How many specs, running children, supervisors and workers.
@@ -190,6 +210,8 @@ class Supervisor(SupervisorBase):
     ) -> None:
         specs = validate_supervisor(children, strategy, max_restarts, max_seconds)
         self._strategy = strategy
+        self._max_restarts = max_restarts
+        self._max_seconds = max_seconds
         self._intensity = RestartIntensity(max_restarts, max_seconds)
         self._children: list[_Child] = [_Child(spec) for spec in specs]
         # Restarts due (OTP's try-again messages), and the one under way.
@@ -292,6 +314,7 @@ class Supervisor(SupervisorBase):
         restart = needs_restart(child.spec.restart, reason)
         if restart and self._strategy != "one_for_one":
             return False  # its siblings are to be stopped first: in our own task
+        self._child_exit_record(child, handle, reason, restart)
         child.handle = None
         if not restart:
             if child.spec.restart == "temporary":
@@ -306,12 +329,21 @@ class Supervisor(SupervisorBase):
         if not isinstance(child, _Child) or child.handle is not handle:
             return  # we stopped it ourselves, or it was already replaced
         child.handle = None
-        if not needs_restart(child.spec.restart, reason):
+        restart = needs_restart(child.spec.restart, reason)
+        self._child_exit_record(child, handle, reason, restart)
+        if not restart:
             if child.spec.restart == "temporary":
                 self._children.remove(child)
             return
         self._restart_due(child)
         await self._pump()
+
+    def _child_exit_record(self, child: _Child, handle: Handle, reason: ExitReason, restart: bool) -> None:
+        record = self._record_exit(child.spec.id, handle, reason, restart and not self._stopping())
+        if record is not None:
+            if child.exits is None:
+                child.exits = deque(maxlen=EXITS_KEPT)
+            child.exits.append(record)
 
     def _restart_due(self, child: _Child) -> None:
         child.restarting = True

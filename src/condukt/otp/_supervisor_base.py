@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from ._child_spec import ChildSpec
+from ._child_spec import TIMELINE_KEPT, ChildExit, ChildSpec, child_exit
 from ._errors import NoProc
 from ._handle import Handle
 from ._process import start_detached
@@ -145,6 +145,8 @@ class SupervisorBase(Server):
 
     _eager_nursery = True
     _intensity: RestartIntensity
+    #: The timeline of abnormal or restarted exits (``info().exits``); made at the first one.
+    _timeline: deque[ChildExit] | None = None
 
     #: A child exited (``key`` as given when it was started): restart it
     #: or forget it. Each supervisor defines it as a method.
@@ -168,6 +170,21 @@ class SupervisorBase(Server):
             await self._child_started(message.handle, message.failure, message.key)
         else:
             await super().handle_info(message)
+
+    def _record_exit(self, child_id: Any, handle: Handle, reason: ExitReason, restarted: bool) -> ChildExit | None:
+        """Add a crash report to the timeline for an exit that was abnormal or restarted; ``None`` for the others.
+
+        Normal exits of children that stay down are not recorded: they are
+        the everyday end of temporary workers, and cost nothing here.
+        """
+        if not restarted and is_shutdown_exit(reason):
+            return None
+        record = child_exit(child_id, handle.id, reason, restarted)
+        timeline = self._timeline
+        if timeline is None:
+            timeline = self._timeline = deque(maxlen=TIMELINE_KEPT)
+        timeline.append(record)
+        return record
 
     def _stopping(self) -> bool:
         """Whether this supervisor is exiting (it restarts nothing more)."""

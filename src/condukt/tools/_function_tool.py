@@ -134,8 +134,9 @@ class FunctionTool(Tool):
         description: str | None = None,
         isolate: Isolate | None = None,
         requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+        idempotent: bool = False,
     ) -> None:
-        super().__init__(requires_approval=requires_approval)
+        super().__init__(requires_approval=requires_approval, idempotent=idempotent)
         if isolate is not None and (not isinstance(isolate, str) or isolate not in _ISOLATES):
             accepted = ", ".join(repr(i) for i in _ISOLATES)
             raise ValueError(f"@tool {_label(fn)}: isolate must be one of {accepted} or None, got {isolate!r}")
@@ -433,6 +434,7 @@ def tool(
     description: str | None = None,
     isolate: Isolate | None = None,
     requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -444,6 +446,7 @@ def tool(
     description: str | None = None,
     isolate: Isolate | None = None,
     requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+    idempotent: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Turn a typed function (sync or async) into a tool.
 
@@ -482,11 +485,26 @@ def tool(
 
     ``requires_approval`` (``True`` or a predicate on the arguments) makes
     each call wait for a person's approval (``docs/approvals.md``).
+    ``idempotent=True`` says a second call has the effect of one: after a
+    crash, a resumed run may run a call of it again that had started
+    without a saved result (``docs/sessions.md``); the default is never to.
 
     Raises ``ValueError``/``TypeError``/``ImportError`` as :class:`FunctionTool` does.
     """
     if fn is None:
         return lambda f: FunctionTool(
-            f, name=name, description=description, isolate=isolate, requires_approval=requires_approval
+            f,
+            name=name,
+            description=description,
+            isolate=isolate,
+            requires_approval=requires_approval,
+            idempotent=idempotent,
         )
-    return FunctionTool(fn, name=name, description=description, isolate=isolate, requires_approval=requires_approval)
+    return FunctionTool(
+        fn,
+        name=name,
+        description=description,
+        isolate=isolate,
+        requires_approval=requires_approval,
+        idempotent=idempotent,
+    )

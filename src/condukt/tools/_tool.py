@@ -163,6 +163,15 @@ class Tool(abc.ABC):
     ``def requires_approval(self, args)``) or give it at construction
     (``Pay(requires_approval=lambda args: args["amount"] > 100)``; it is not
     put in ``opts``).
+
+    ``idempotent`` says that running a call twice has the effect of running
+    it once (reading a file, searching): after a crash, an agent with a
+    session store and ``resume=True`` runs such a call again when it had
+    started without a saved result; a call of a tool that is not idempotent
+    (the default: a payment, a deploy, ``Bash``) is never run a second
+    time: the model is told it was interrupted (``docs/sessions.md``,
+    "Tool calls at most once"). Set it as a class attribute or give it at
+    construction (``Search(idempotent=True)``; it is not put in ``opts``).
     """
 
     name: str = ""
@@ -170,10 +179,16 @@ class Tool(abc.ABC):
     parameters: Mapping[str, Any] | type[Any] | Schema[Any] = {"type": "object", "properties": {}}
     timeout: float | None | _AgentDefault = AGENT_DEFAULT
     requires_approval: bool | Callable[[dict[str, Any]], bool] = False
+    idempotent: bool = False
 
     def __init__(self, **opts: Any) -> None:
         if "requires_approval" in opts:
             self.requires_approval = _approval_rule(opts.pop("requires_approval"))
+        if "idempotent" in opts:
+            idempotent = opts.pop("idempotent")
+            if not isinstance(idempotent, bool):
+                raise TypeError(f"idempotent must be a bool, got {idempotent!r}")
+            self.idempotent = idempotent
         self.opts: dict[str, Any] = dict(opts)
         self._schema: Schema[Any] | None = None
         self._definition: ToolDefinition | None = None

@@ -22,6 +22,7 @@ class Glob(Tool):
     """
 
     name = "glob"
+    idempotent = True  # read-only: a second call has the effect of one
     description = (
         "Find files by glob pattern (e.g. `**/*.py`). Returns matching paths relative to the "
         f"search directory, at most {DEFAULT_LIMIT} by default."

@@ -28,6 +28,7 @@ class Grep(Tool):
     """
 
     name = "grep"
+    idempotent = True  # read-only: a second call has the effect of one
     description = (
         "Search file contents by regular expression. Returns matching lines as `path:line: text`. "
         f"Filter files with `glob` and the search root with `path`. At most {DEFAULT_LIMIT} matches by default."

@@ -41,6 +41,7 @@ class Read(Tool):
     """
 
     name = "read"
+    idempotent = True  # read-only: a second call has the effect of one
     description = (
         "Read the contents of a file. Supports text files, images (png, jpg, gif, webp) and PDFs; "
         f"images and PDFs are sent as attachments. Text output is truncated to {MAX_LINES} lines or "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -39,6 +40,7 @@ from ._http import EXCEPTION_HANDLERS, Handler, HTTPError, check_token, guard
 from ._json import JSONResponse, sse
 from ._openapi import openapi
 from ._sessions import AgentRoute, Sessions, SessionsFull
+from .observer import openapi_operations as observer_operations
 from .observer import routes as observer_routes
 
 __all__ = ["HTTPError", "create_app"]
@@ -65,6 +67,8 @@ class Endpoint:
     max_body_size: int
     run_timeout: float | None
     node: Any = None
+    public_openapi: bool = False
+    observer: bool = False
 
     # ------------------------------------------------------------------ plumbing
 
@@ -175,7 +179,8 @@ class Endpoint:
                     yield _sse(events.to_json(event))
         except Exception as exc:  # the agent crashed (it restarts), refused the run, or its session was deleted
             error = _deleted(session_id) if entry is not None and entry.deleted else None
-            name, message = (error.body["error"], str(error)) if error else (type(exc).__name__, str(exc))
+            name, message = ((error.body["error"], str(error)) if error
+                             else (type(exc).__name__, public_message(exc, session_id)))
             yield _sse(events.to_json(events.Error(name, message)))
             yield _sse(events.to_json(events.Done("failed")))
         finally:
@@ -197,8 +202,9 @@ class Endpoint:
         session_id, agent = await self.session(request)
         try:
             await agent.steer(body["message"])
-        except NotRunning as exc:
-            raise HTTPError(409, "NotRunning", str(exc)) from None
+        except NotRunning:
+            raise HTTPError(409, "NotRunning", f"session {session_id!r} has no run in progress to steer",
+                            session=session_id) from None
         return JSONResponse({"session": session_id, "steered": True})
 
     async def history(self, request: Request) -> Response:
@@ -270,7 +276,9 @@ class Endpoint:
 
     async def openapi(self, request: Request) -> Response:
         """``GET /openapi.json``."""
-        return JSONResponse(openapi(self.routes, self.operations, token=self.token is not None, version=__version__))
+        extra, schemas = observer_operations("/observer") if self.observer else ([], {})
+        return JSONResponse(openapi(self.routes, self.operations, token=self.token is not None, version=__version__,
+                                    public_document=self.public_openapi, extra=extra, schemas=schemas))
 
     async def healthz(self, request: Request) -> Response:
         """``GET /healthz``: no auth."""
@@ -291,22 +299,31 @@ def _deleted(session_id: str) -> HTTPError:
     return HTTPError(410, "SessionDeleted", f"session {session_id!r} was deleted during the run", session=session_id)
 
 
+#: A process handle's repr (``<AgentHandle #12 ReviewAgent alive>``): internal, never in an answer.
+_HANDLE_REPR = re.compile(r"<\w*Handle #\d+[^>]*>")
+
+
+def public_message(exc: BaseException, session_id: str | None = None) -> str:
+    """``str(exc)`` with the runtime's internal names (process handles) replaced by what a client knows."""
+    return _HANDLE_REPR.sub(f"session {session_id!r}" if session_id else "the agent", str(exc))
+
+
 def _run_error(exc: Exception, session_id: str | None) -> HTTPError:
     """The answer for a run or operation that raised ``exc``."""
     extra: dict[str, Any] = {} if session_id is None else {"session": session_id}
     name = type(exc).__name__
     if isinstance(exc, Aborted):
-        return HTTPError(409, name, str(exc) or "the run was aborted", **extra)
+        return HTTPError(409, name, public_message(exc, session_id) or "the run was aborted", **extra)
     if isinstance(exc, RunTimeout):
-        return HTTPError(504, name, str(exc), **extra)
+        return HTTPError(504, name, public_message(exc, session_id), **extra)
     if isinstance(exc, Busy):
-        return HTTPError(429, name, str(exc), headers={"Retry-After": "1"}, **extra)
+        return HTTPError(429, name, public_message(exc, session_id), headers={"Retry-After": "1"}, **extra)
     if isinstance(exc, (InvalidOutput, NoResultSubmitted, ModelError)):
-        return HTTPError(502, name, str(exc), **extra)
+        return HTTPError(502, name, public_message(exc, session_id), **extra)
     if isinstance(exc, (CallError, NoProc)):
         return HTTPError(500, "AgentCrashed", "the agent crashed during the run; the session restarts", **extra)
     if isinstance(exc, (TypeError, ValueError)):
-        return HTTPError(422, name, str(exc), **extra)
+        return HTTPError(422, name, public_message(exc, session_id), **extra)
     raise exc
 
 
@@ -352,6 +369,7 @@ def create_app(
     observer: bool = False,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    public_openapi: bool = False,
 ) -> Starlette:
     """The HTTP endpoint for ``agents`` and ``operations``: a Starlette ASGI app (routes in ``docs/http.md``).
 
@@ -377,6 +395,10 @@ def create_app(
     ``max_sessions`` live sessions at most (503 with ``Retry-After``
     beyond); a session idle for ``session_idle_timeout`` seconds (``None``:
     never) is stopped. ``run_timeout`` bounds each run and operation.
+
+    ``public_openapi=True`` serves ``GET /openapi.json`` without the token
+    (the document describes the routes, it holds no data); by default it
+    needs the token like every other route.
 
     ``observer=True`` serves the live dashboard of the node at
     ``/observer/`` (``docs/observer.md``), its data behind the token. Off
@@ -425,6 +447,8 @@ def create_app(
     secret = check_token(token)
     if not isinstance(observer, bool):
         raise TypeError(f"observer must be a bool, got {observer!r}")
+    if not isinstance(public_openapi, bool):
+        raise TypeError(f"public_openapi must be a bool, got {public_openapi!r}")
     endpoint = Endpoint(
         routes=routes,
         operations=ops,
@@ -438,6 +462,8 @@ def create_app(
         token=secret,
         max_body_size=max_body_size,
         run_timeout=run_timeout,
+        public_openapi=public_openapi,
+        observer=observer,
     )
 
     @contextlib.asynccontextmanager
@@ -468,7 +494,7 @@ def create_app(
             Route("/agents/{name}/runs", g(endpoint.run), methods=["POST"]),
             *session_routes(endpoint),
             Route("/operations/{name}", g(endpoint.operation), methods=["POST"]),
-            Route("/openapi.json", g(endpoint.openapi), methods=["GET"]),
+            Route("/openapi.json", g(endpoint.openapi, public=public_openapi), methods=["GET"]),
             Route("/healthz", g(endpoint.healthz, public=True), methods=["GET"]),
             *([Mount("/observer", routes=observer_routes(endpoint.node_of, g))] if observer else []),
         ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import http
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -11,6 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..sessions import SessionOwned
 from ._json import JSONResponse
 
 __all__ = ["EXCEPTION_HANDLERS", "HTTPError", "Handler", "check_token", "guard"]
@@ -64,6 +66,10 @@ def guard(handler: Handler, token: bytes | None, *, public: bool = False) -> Han
             return await handler(request)
         except HTTPError as exc:
             return exc.response()
+        except SessionOwned as exc:
+            # Another node owns the session (it lives, or died and its lease has not run out yet).
+            retry = 1 if exc.retry_after is None else max(1, math.ceil(exc.retry_after))
+            return HTTPError(503, "SessionOwned", str(exc), headers={"Retry-After": str(retry)}).response()
 
     return guarded
 

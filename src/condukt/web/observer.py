@@ -2,9 +2,14 @@
 
 Like Erlang's ``observer`` and Phoenix LiveDashboard: every process of the
 node with its kind, status, mailbox depth and restarts, and for agents the
-run in progress, its turn, tokens and tool calls in flight; a per-agent
-event log; an abort button per running agent. One self-contained page
-(no CDN, no build step) fed by Server-Sent Events.
+run in progress, its turn, tokens and tool calls in flight; crash reports
+(exit reason, traceback, and the crashed incarnation's event log ending in
+its error) for each child's last incarnations; each supervisor's strategy,
+intensity and restart timeline; node charts over time (runs/s, tokens/s,
+cost, run latency p50/p99, mailbox depth, memory, restarts); a process
+panel with its links, monitors, mailbox and memory; sort, filter and
+search; abort, kill and restart buttons. One page (no CDN, no build step:
+the chart library, uPlot, ships in the package) fed by Server-Sent Events.
 
 Three ways to serve it:
 
@@ -35,6 +40,7 @@ import contextlib
 import enum
 import math
 import secrets
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from importlib import resources
 from typing import Any
@@ -53,19 +59,33 @@ from .. import asyncio as condukt_asyncio
 from .. import serialization
 from ..agent import AgentHandle
 from ..lifespan import open_app_node
-from ..otp import ConduktError, Node, current_node
-from ._event_log import event_log
+from ..otp import ConduktError, DynamicSupervisorHandle, Node, SupervisorHandle, current_node
+from ..otp.lowlevel import process_of, server_of
+from ._event_log import RunStats, event_log
 from ._guard import guard_middleware
 from ._http import EXCEPTION_HANDLERS, Handler, HTTPError, check_token, guard
 from ._json import JSONResponse, dumps
-from ._snapshot import AgentView, ProcessView, RunView, Snapshot, take_snapshot
+from ._memory import deep_size, resident_memory
+from ._openapi import Operation, attrs_schema
+from ._snapshot import (
+    AgentView,
+    ExitView,
+    ProcessView,
+    RunView,
+    Snapshot,
+    SupervisorView,
+    exit_view,
+    take_snapshot,
+)
 
 __all__ = [
     "NEW_TOKEN",
     "AgentView",
+    "ExitView",
     "ProcessView",
     "RunView",
     "Snapshot",
+    "SupervisorView",
     "create_app",
     "page_url",
     "serve",
@@ -89,6 +109,16 @@ NEW_TOKEN = _NewToken.NEW_TOKEN
 
 #: A numeric parameter (``after``, a pid) has at most this many digits.
 _MAX_DIGITS = 18
+#: Samples of the node's charts kept (one per snapshot: ten minutes at the default interval).
+METRICS_KEPT = 600
+#: Messages of a mailbox the process panel lists.
+MAILBOX_SHOWN = 20
+#: The static files the page loads (the chart library and its licence), by name.
+_STATIC = {
+    "uPlot.iife.min.js": "text/javascript; charset=utf-8",
+    "uPlot.min.css": "text/css; charset=utf-8",
+    "uPlot.LICENSE.txt": "text/plain; charset=utf-8",
+}
 
 
 def snapshot(node: Node) -> Snapshot:
@@ -111,11 +141,72 @@ class _Encoded:
     entries: dict[str, bytes]
     handles: dict[int, Any]
     taken_at: float
+    #: The processes' views (restart finds a process's supervisor here).
+    views: tuple[ProcessView, ...]
 
 
-async def _take(node: Node) -> Snapshot:
-    await event_log(node)  # the log starts with the first look at the node
-    return take_snapshot(node)
+async def _take(node: Node, sessions: dict[int, str], reported: dict[int, None]) -> tuple[Snapshot, RunStats]:
+    log = await event_log(node)  # the log starts with the first look at the node
+    snap = take_snapshot(node, sessions)
+    for view in snap.processes:
+        for crash in view.exits:
+            if crash.error_type is not None and crash.session is not None and crash.pid not in reported:
+                reported[crash.pid] = None
+                message = crash.reason.removeprefix(f"{crash.error_type}: ")
+                await log.call(("crashed", crash.session, crash.error_type, message))
+    if len(reported) > 2 * METRICS_KEPT * 100:
+        for pid in list(reported)[: len(reported) // 2]:
+            del reported[pid]
+    stats: RunStats = await log.call(("stats",))
+    return snap, stats
+
+
+def _percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
+
+
+def _details(node: Node, handle: Any, sessions: dict[int, str]) -> dict[str, Any]:
+    """The process panel's data for a live ``handle`` (links, monitors, mailbox, memory, supervisor timeline)."""
+    proc = process_of(handle)
+    if proc is None:
+        raise HTTPError(404, "ProcessNotFound", f"no live process with pid {handle.id}")
+    server = server_of(handle)
+    size, complete = deep_size(server) if server is not None else (0, True)
+    details: dict[str, Any] = {
+        "pid": handle.id,
+        "links": sorted(h.id for h in proc.links()),
+        "monitored_by": [None if h is None else h.id for h in proc.monitored_by()],
+        # Message types only: a message may carry what the event log scrubs (a prompt with a secret).
+        "mailbox": {"length": proc.mailbox_length,
+                    "messages": [{"kind": kind, "type": type(message).__name__}
+                                 for kind, message in proc.mailbox_peek(MAILBOX_SHOWN)]},
+        "memory": {"bytes": size, "complete": complete},
+        "supervisor": None,
+    }
+    if isinstance(handle, (SupervisorHandle, DynamicSupervisorHandle)):
+        info = handle.info()
+        details["supervisor"] = {
+            "strategy": info.strategy, "max_restarts": info.max_restarts, "max_seconds": info.max_seconds,
+            "intensity": info.intensity,
+            "timeline": [serialization.unstructure(exit_view(e, sessions.get(e.pid))) for e in info.exits],
+        }
+    return details
+
+
+async def _kill(node: Node, handle: Any) -> bool:
+    alive = bool(handle.alive)
+    handle.kill()
+    return alive
+
+
+async def _restart(node: Node, supervisor: SupervisorHandle, handle: Any) -> int:
+    for child_id, child in supervisor.which_children():
+        if child is handle:
+            await supervisor.terminate_child(child_id)
+            new = await supervisor.restart_child(child_id)
+            return new.id
+    raise HTTPError(409, "NotRestartable", f"process {handle.id} is no longer a child of its supervisor")
 
 
 async def _events(node: Node, session_id: str, after: int) -> Any:
@@ -127,6 +218,10 @@ async def _abort(node: Node, handle: AgentHandle) -> bool:
     return await handle.abort()
 
 
+async def _in_trio_details(node: Node, handle: Any, sessions: dict[int, str]) -> dict[str, Any]:
+    return _details(node, handle, sessions)
+
+
 class _Observer:
     """What the routes share: where the node is, and the latest snapshot (one per interval for all pages)."""
 
@@ -136,6 +231,13 @@ class _Observer:
         self._latest: _Encoded | None = None
         self._encoded: dict[str, tuple[ProcessView, bytes]] = {}
         self._lock: anyio.Lock | None = None
+        #: Session ids of the agents seen, by pid (a crash report names the crashed incarnation's log).
+        self._sessions: dict[int, str] = {}
+        #: Crashes the event log was told of, by pid.
+        self._reported: dict[int, None] = {}
+        #: The node's charts: one sample per snapshot.
+        self.metrics: deque[dict[str, Any]] = deque(maxlen=METRICS_KEPT)
+        self._last_stats: tuple[float, RunStats, int] | None = None
 
     async def in_trio(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """``await fn(trio_node, *args)`` in the node's trio run, whichever loop serves the request."""
@@ -153,9 +255,10 @@ class _Observer:
             now = anyio.current_time()
             if latest is None or now - latest.taken_at >= self.interval / 2:
                 try:
-                    snap: Snapshot = await self.in_trio(_take)
+                    snap, stats = await self.in_trio(_take, self._sessions, self._reported)
                 except ConduktError as exc:
                     raise HTTPError(503, "NotReady", f"the node is not running: {exc}") from None
+                self._sample(snap, stats)
                 # A process whose view did not change keeps its JSON: comparing views costs
                 # far less than encoding one (benchmarks/observer.py).
                 previous = self._encoded
@@ -167,10 +270,90 @@ class _Observer:
                         view, encode(unstructure(view)))
                 self._encoded = encoded
                 entries = {key: text for key, (_, text) in encoded.items()}
-                latest = self._latest = _Encoded(snap.time, snap.root, entries, snap.handles, now)
+                latest = self._latest = _Encoded(snap.time, snap.root, entries, snap.handles, now, snap.processes)
             return latest
 
+    def _sample(self, snap: Snapshot, stats: RunStats) -> None:
+        """One point of each chart, from a new snapshot and the event log's run statistics."""
+        mailbox = restarts = 0
+        for view in snap.processes:
+            mailbox += view.mailbox
+            restarts += view.restarts
+        last = self._last_stats
+        self._last_stats = (snap.time, stats, restarts)
+        elapsed = snap.time - last[0] if last is not None else 0.0
+        latencies = stats.latencies
+        self.metrics.append({
+            "time": round(snap.time, 3),
+            "processes": len(snap.handles),
+            "runs_per_s": round((stats.runs - last[1].runs) / elapsed, 3) if last and elapsed > 0 else 0.0,
+            "tokens_per_s": round((stats.tokens - last[1].tokens) / elapsed, 1) if last and elapsed > 0 else 0.0,
+            "cost": round(stats.cost, 6),
+            "latency_p50": round(_percentile(latencies, 0.5), 4) if latencies else None,
+            "latency_p99": round(_percentile(latencies, 0.99), 4) if latencies else None,
+            "mailbox": mailbox,
+            "memory": resident_memory(),
+            "restarts": max(0, restarts - last[2]) if last is not None else 0,
+        })
+
     # ------------------------------------------------------------------ routes
+
+    async def static(self, request: Request) -> Response:
+        """``GET /static/{name}``: the chart library the page loads, and its licence (public, cacheable)."""
+        name = request.path_params["name"]
+        media_type = _STATIC.get(name)
+        if media_type is None:
+            raise HTTPError(404, "NotFound", "no such static file")
+        body = resources.files(__package__).joinpath("static", name).read_bytes()
+        return Response(body, media_type=media_type,
+                        headers={"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"})
+
+    async def metrics_route(self, request: Request) -> Response:
+        """``GET /api/metrics``: the node's chart samples, oldest first."""
+        await self.latest()
+        return JSONResponse({"samples": list(self.metrics)}, headers={"Cache-Control": "no-store"})
+
+    async def _live(self, pid: int) -> Any:
+        latest = await self.latest()
+        handle = latest.handles.get(pid)
+        if handle is None or not handle.alive:
+            self._latest = None  # it may be newer than the snapshot
+            latest = await self.latest()
+            handle = latest.handles.get(pid)
+        if handle is None or not handle.alive:
+            raise HTTPError(404, "ProcessNotFound", f"no live process with pid {pid}")
+        return handle
+
+    async def process(self, request: Request) -> Response:
+        """``GET /api/processes/{pid}``: links, monitors, mailbox, memory, and a supervisor's restart timeline."""
+        handle = await self._live(_int(request.path_params["pid"], "pid"))
+        found = await self.in_trio(_in_trio_details, handle, self._sessions)
+        return JSONResponse(found, headers={"Cache-Control": "no-store"})
+
+    async def kill(self, request: Request) -> Response:
+        """``POST /api/processes/{pid}/kill``: kill it, as ``handle.kill()`` (its supervisor decides the rest)."""
+        pid = _int(request.path_params["pid"], "pid")
+        handle = await self._live(pid)
+        latest = await self.latest()
+        if str(pid) == latest.root:
+            raise HTTPError(409, "RootProcess", "the node's root supervisor is not killed from the observer")
+        killed = await self.in_trio(_kill, handle)
+        self._latest = None
+        return JSONResponse({"pid": pid, "killed": killed})
+
+    async def restart(self, request: Request) -> Response:
+        """``POST /api/processes/{pid}/restart``: a static supervisor's child, stopped and started again."""
+        pid = _int(request.path_params["pid"], "pid")
+        handle = await self._live(pid)
+        latest = await self.latest()
+        parent = next((view.parent for view in latest.views if view.pid == pid), None)
+        supervisor = latest.handles.get(int(parent)) if parent is not None else None
+        if not isinstance(supervisor, SupervisorHandle) or not supervisor.alive:
+            raise HTTPError(409, "NotRestartable", f"process {pid} is not a child of a static supervisor: "
+                            "kill it to have its supervisor restart it as its restart type says")
+        new_pid = await self.in_trio(_restart, supervisor, handle)
+        self._latest = None
+        return JSONResponse({"pid": pid, "restarted": new_pid})
 
     async def page(self, request: Request) -> Response:
         """``GET /``: the page (public: it holds no data)."""
@@ -190,12 +373,11 @@ class _Observer:
     async def abort(self, request: Request) -> Response:
         """``POST /api/processes/{pid}/abort``: abort the run of that agent (``{"pid", "aborted"}``)."""
         pid = _int(request.path_params["pid"], "pid")
-        latest = await self.latest()
-        handle = latest.handles.get(pid)
-        if handle is None or not handle.alive:
-            self._latest = None  # it may be newer than the snapshot
-            handle = (await self.latest()).handles.get(pid)
-        if not isinstance(handle, AgentHandle) or not handle.alive:
+        try:
+            handle = await self._live(pid)
+        except HTTPError:
+            handle = None
+        if not isinstance(handle, AgentHandle):
             raise HTTPError(404, "AgentNotFound", f"no live agent with pid {pid}")
         aborted = await self.in_trio(_abort, handle)
         return JSONResponse({"pid": pid, "aborted": aborted})
@@ -219,6 +401,9 @@ class _Observer:
         if agent is not None:
             after, found = await self.in_trio(_events, agent, 0)
             yield _sse("log", dumps({"agent": agent, "reset": True, "events": found}))
+        samples = list(self.metrics)
+        last_sample = samples[-1]["time"] if samples else 0.0
+        yield _sse("metrics", dumps({"samples": samples}))
         quiet_since = anyio.current_time()
         while True:
             await anyio.sleep(self.interval)
@@ -231,6 +416,11 @@ class _Observer:
                 if changed or removed:
                     quiet_since = anyio.current_time()
                     yield _sse("diff", _diff(latest, changed, removed))
+            fresh = [sample for sample in self.metrics if sample["time"] > last_sample]
+            if fresh:
+                last_sample = fresh[-1]["time"]
+                quiet_since = anyio.current_time()
+                yield _sse("metrics", dumps({"samples": fresh}))
             if agent is not None:
                 last, found = await self.in_trio(_events, agent, after)
                 after = last
@@ -249,6 +439,11 @@ class _Observer:
             Route("/api/stream", guard(self.stream), methods=["GET"]),
             Route("/api/agents/{session}/events", guard(self.events), methods=["GET"]),
             Route("/api/processes/{pid}/abort", guard(self.abort), methods=["POST"]),
+            Route("/api/processes/{pid}/kill", guard(self.kill), methods=["POST"]),
+            Route("/api/processes/{pid}/restart", guard(self.restart), methods=["POST"]),
+            Route("/api/processes/{pid}", guard(self.process), methods=["GET"]),
+            Route("/api/metrics", guard(self.metrics_route), methods=["GET"]),
+            Route("/static/{name}", guard(self.static, public=True), methods=["GET"]),
         ]
 
 
@@ -280,8 +475,9 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    # Everything is inline (one self-contained file); nothing may load from elsewhere.
-    "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    # Inline, or from the observer itself (the chart library under static/); nothing from elsewhere.
+    "Content-Security-Policy": "default-src 'none'; script-src 'self' 'unsafe-inline'; "
+    "style-src 'self' 'unsafe-inline'; "
     "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
 }
 
@@ -298,6 +494,92 @@ def _page() -> bytes:
 def _check(interval: float) -> None:
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0 or math.isinf(interval):
         raise ValueError(f"interval must be a finite number of seconds > 0, got {interval!r}")
+
+
+def openapi_operations(prefix: str = "") -> tuple[list[Operation], dict[str, Any]]:
+    """The observer's ``api/`` routes for an OpenAPI document, mounted at ``prefix``, and the schemas they use."""
+    components: dict[str, Any] = {}
+    process = attrs_schema(ProcessView, components)
+    exit_schema = attrs_schema(ExitView, components)
+    number = {"type": ["number", "null"]}
+    components["ObserverSnapshot"] = {
+        "type": "object", "properties": {"time": {"type": "number"}, "root": {"type": "string"},
+                                         "processes": {"type": "array", "items": process}},
+        "required": ["time", "root", "processes"], "additionalProperties": False}
+    components["ObserverSample"] = {
+        "type": "object", "additionalProperties": False,
+        "properties": {"time": {"type": "number"}, "processes": {"type": "integer"}, "runs_per_s": {"type": "number"},
+                       "tokens_per_s": {"type": "number"}, "cost": {"type": "number"}, "latency_p50": number,
+                       "latency_p99": number, "mailbox": {"type": "integer"}, "memory": {"type": "integer"},
+                       "restarts": {"type": "integer"}},
+        "required": ["time", "processes", "runs_per_s", "tokens_per_s", "cost", "latency_p50", "latency_p99",
+                     "mailbox", "memory", "restarts"]}
+    closed = {"additionalProperties": False}
+    components["ObserverProcess"] = {
+        "type": "object", **closed,
+        "properties": {
+            "pid": {"type": "integer"}, "links": {"type": "array", "items": {"type": "integer"}},
+            "monitored_by": {"type": "array", "items": {"type": ["integer", "null"]}},
+            "mailbox": {"type": "object", **closed, "required": ["length", "messages"], "properties": {
+                "length": {"type": "integer"},
+                "messages": {"type": "array", "items": {"type": "object", **closed, "required": ["kind", "type"],
+                                                        "properties": {"kind": {"type": "string"},
+                                                                       "type": {"type": "string"}}}}}},
+            "memory": {"type": "object", **closed, "required": ["bytes", "complete"],
+                       "properties": {"bytes": {"type": "integer"}, "complete": {"type": "boolean"}}},
+            "supervisor": {"anyOf": [{"type": "null"}, {
+                "type": "object", **closed,
+                "required": ["strategy", "max_restarts", "max_seconds", "intensity", "timeline"],
+                "properties": {"strategy": {"type": "string"}, "max_restarts": {"type": "integer"},
+                               "max_seconds": {"type": "number"}, "intensity": {"type": "string"},
+                               "timeline": {"type": "array", "items": exit_schema}}}]},
+        },
+        "required": ["pid", "links", "monitored_by", "mailbox", "memory", "supervisor"]}
+    components["ObserverEvents"] = {
+        "type": "object", **closed, "required": ["seq", "events"],
+        "properties": {"seq": {"type": "integer"},
+                       "events": {"type": "array", "items": {
+                           "type": "object", "required": ["type", "seq"], "additionalProperties": True,
+                           "description": "An event as condukt.events.to_json gives it, plus 'seq'",
+                           "properties": {"type": {"type": "string"}, "seq": {"type": "integer"}}}}}}
+    pid = ({"name": "pid", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}},)
+    bad_pid = {404: "No live process with that pid", 422: "The pid is not a non-negative integer"}
+
+    def ref(name: str) -> dict[str, Any]:
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    def closed_object(**properties: Any) -> dict[str, Any]:
+        return {"type": "object", "properties": properties, "required": list(properties), **closed}
+
+    ops = [
+        Operation(f"{prefix}/api/stream", "get", "observer_stream",
+                  "Server-Sent Events: 'snapshot', then 'diff', 'metrics' and the selected agent's 'log'", None,
+                  errors={503: None}, stream="the tree's snapshots and diffs, the charts' samples and an agent's log",
+                  parameters=({"name": "agent", "in": "query", "required": False, "schema": {"type": "string"}},)),
+        Operation(f"{prefix}/api/snapshot", "get", "observer_snapshot", "The node's supervision tree",
+                  ref("ObserverSnapshot"), errors={503: None}),
+        Operation(f"{prefix}/api/metrics", "get", "observer_metrics", "The node's chart samples, oldest first",
+                  closed_object(samples={"type": "array", "items": ref("ObserverSample")}), errors={503: None}),
+        Operation(f"{prefix}/api/agents/{{session}}/events", "get", "observer_agent_events",
+                  "An agent's recent events", ref("ObserverEvents"),
+                  errors={422: "'after' is not a non-negative integer", 503: None},
+                  parameters=({"name": "after", "in": "query", "required": False,
+                               "schema": {"type": "integer", "minimum": 0}},)),
+        Operation(f"{prefix}/api/processes/{{pid}}", "get", "observer_process",
+                  "A process's links, monitors, mailbox, memory and restart timeline", ref("ObserverProcess"),
+                  errors=bad_pid, parameters=pid),
+        Operation(f"{prefix}/api/processes/{{pid}}/abort", "post", "observer_abort", "Abort an agent's run",
+                  closed_object(pid={"type": "integer"}, aborted={"type": "boolean"}),
+                  errors={404: "No live agent with that pid", 422: bad_pid[422]}, parameters=pid),
+        Operation(f"{prefix}/api/processes/{{pid}}/kill", "post", "observer_kill", "Kill a process",
+                  closed_object(pid={"type": "integer"}, killed={"type": "boolean"}),
+                  errors={**bad_pid, 409: "The node's root supervisor is not killed"}, parameters=pid),
+        Operation(f"{prefix}/api/processes/{{pid}}/restart", "post", "observer_restart",
+                  "Stop a static supervisor's child and start it again",
+                  closed_object(pid={"type": "integer"}, restarted={"type": "integer"}),
+                  errors={**bad_pid, 409: "Not a child of a static supervisor"}, parameters=pid),
+    ]
+    return ops, components
 
 
 def routes(node_of: Callable[[], Awaitable[Any]], guard: Guard, interval: float = DEFAULT_INTERVAL) -> list[BaseRoute]:

@@ -25,7 +25,7 @@ def test_the_list_holds_every_built_in_once_and_the_place_of_the_agents_own() ->
     assert len(set(BUILTINS)) == len(BUILTINS)
     assert [cls.__name__ for cls in BUILTINS] == [
         "StructuredOutput", "Resumption", "Scrubbing", "Persistence", "ProjectInstructions", "Subagents",
-        "Compaction", "ToolSources", "Approvals", "ResumeCheckpoints", "Telemetry",
+        "Compaction", "ToolSources", "Approvals", "ToolJournal", "ResumeCheckpoints", "Telemetry",
     ]  # fmt: skip
     for cls in BUILTINS:
         assert issubclass(cls, Builtin)

@@ -18,7 +18,7 @@ built-in (module)           when the agent gets it                       what it
 (:mod:`.resume`)
 ``Scrubbing``               secrets or a ``redactor``                    secret values and patterns never leave
 (:mod:`.scrubbing`)
-``Persistence``             a ``session_store``                          restore at start, save on every change
+``Persistence``             a ``session_store``                          owns the key, restores, saves every change
 (:mod:`.persistence`)
 ``ProjectInstructions``     ``load_project_instructions`` (default)      ``AGENTS.md``, skills in the system prompt
 (:mod:`.instructions`)
@@ -31,6 +31,8 @@ built-in (module)           when the agent gets it                       what it
 (the agent's own)           ``capabilities()`` / ``capabilities=``
 ``Approvals``               a tool that may ask for approval             holds calls until ``approve``/``deny``
 (:mod:`.approvals`)
+``ToolJournal``             a store that leases the key (every shipped   each tool call journaled: started, result
+(:mod:`.tool_journal`)      one)
 ``ResumeCheckpoints``       ``resume=True`` with a store                 a checkpoint before a run's first request
 (:mod:`.resume`)
 ``Telemetry``               a telemetry handler attached                 the telemetry contract's events
@@ -57,6 +59,7 @@ from .scrubbing import Scrubbing
 from .structured_output import StructuredOutput
 from .subagents import Subagents
 from .telemetry import Telemetry
+from .tool_journal import ToolJournal
 from .tool_sources import ToolSources
 from .usage_limits import UsageLimitExceeded, UsageLimits
 
@@ -78,6 +81,7 @@ __all__ = [
     "StructuredOutput",
     "Subagents",
     "Telemetry",
+    "ToolJournal",
     "ToolSources",
     "UsageLimitExceeded",
     "UsageLimits",
@@ -109,6 +113,7 @@ ORDER: tuple[type[Builtin] | _Own, ...] = (
     ToolSources,
     OWN,
     Approvals,
+    ToolJournal,  # after Approvals: its checkpoint adds the journaled results to those Approvals keeps
     ResumeCheckpoints,
     Telemetry,  # last: its timings include the other capabilities' hooks
 )

@@ -1,15 +1,21 @@
 """Resuming a run after a restart, from its checkpoint in the session snapshot.
 
 The loop takes the restored history as it stands: the run's prompt and its
-completed turns. The snapshot holds a turn in flight only when that turn
-waited for approvals (it was saved then); the loop does not ask the model
-again for it: :class:`Resumption` answers its calls instead. Otherwise the
-turn in flight was not saved, and the resumed run asks the model again from
-the last completed turn (calls it makes again run again). A call that had ended
-keeps its result; a call that was still waiting for approval waits again
-(:mod:`.approvals`); a call that was running when the agent went down is
-**not re-issued** (it may have had its effect already, and tools are not
-assumed idempotent): the model is told it was interrupted, and decides.
+completed turns, and the turn in flight when the snapshot holds one (a turn
+whose calls were about to run, or waited for approvals). The loop does not
+ask the model again for that turn: :class:`Resumption` answers its calls,
+following ``docs/sessions.md`` ("Tool calls at most once"):
+
+- a call whose result was saved keeps it (it never runs again);
+- a call still waiting for approval waits again (:mod:`.approvals`);
+- a call journaled as started without a result (it may or may not have taken
+  effect) runs again only when its tool is ``idempotent``; a tool that needs
+  approval for it asks the person again; otherwise the model gets an error
+  result saying it was interrupted, and decides;
+- with a journal (the agent owns its key through a lease, see
+  :mod:`.tool_journal`), a call never journaled as started never ran: it runs
+  now. Without one, nothing tells it from a call that was running: it is
+  reported interrupted too.
 """
 
 from __future__ import annotations
@@ -33,19 +39,22 @@ INTERRUPTED = (
 class Resumption(Builtin):
     """Answers the calls of a resumed run's turn in flight (only that run's hooks hold it)."""
 
-    def __init__(self, checkpoint: RunCheckpoint) -> None:
+    def __init__(self, checkpoint: RunCheckpoint, journaled: bool = False) -> None:
         self.results = {result.tool_call_id: result for result in checkpoint.results}
         self.waiting = {approval.call_id for approval in checkpoint.approvals}
+        self.started = frozenset(checkpoint.started)
+        #: Whether the calls' starts were journaled (a call not marked started never ran).
+        self.journaled = journaled
         self.done = False
 
     @classmethod
     def for_run(cls, ctx: AgentContext, run: Run) -> Capability | None:
         """One for a run resumed from its checkpoint after a restart."""
         resumed = run.resumed
-        return None if resumed is None else cls(resumed)
+        return None if resumed is None else cls(resumed, journaled=ctx.lease is not None)
 
     def intercept_tool_call(self, run: Run, call: ToolCall) -> ToolResultMessage | None:
-        """The call's saved result, None for a call still waiting for approval, else "interrupted"."""
+        """The call's saved result; None for a call to run (or to ask approval for) again; else "interrupted"."""
         if self.done:
             return None
         result = self.results.get(call.id)
@@ -53,7 +62,14 @@ class Resumption(Builtin):
             return result
         if call.id in self.waiting:
             return None
-        return ToolResultMessage(call.id, call.name, (TextBlock(INTERRUPTED),), True)
+        if call.id in self.started or not self.journaled:
+            tool = run.context.tools_by_name.get(call.name)
+            if tool is not None and tool.idempotent:
+                return None  # running it again has the effect of running it once
+            if tool is not None and isinstance(call.arguments, dict) and tool.needs_approval(call.arguments):
+                return None  # the person decides again (the approvals gate asks)
+            return ToolResultMessage(call.id, call.name, (TextBlock(INTERRUPTED),), True)
+        return None  # never started: it runs now, for the first time
 
     def after_turn(self, run: Run, message: AssistantMessage) -> bool:
         """The restored turn is done: later turns run normally."""
