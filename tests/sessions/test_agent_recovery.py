@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent.helpers import Recorder
 from waiting import Watched
 
 import condukt
 from condukt.messages import AssistantMessage, ToolResultMessage, UserMessage
 from condukt.sessions import DiskStore, MemoryStore, SQLiteStore
 from condukt.testing import FunctionModel, call, reply
+from tests.agent.helpers import Recorder
 
 
 class Echo(condukt.Tool):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import trio
-from agent.test_control import Gate
 
 import condukt
 import condukt.events
+from tests.agent.test_control import Gate
 
 __all__ = ["Blocked", "CrashOnTool", "Crashy", "Gate", "Linker"]
 

@@ -61,8 +61,12 @@ class Assistant(condukt.Agent):
 
 
 def sleeper(pid_file: Path) -> condukt.ChildSpec:
-    """An agent whose first tool call runs 'sleep 600', writing the shell's pid to ``pid_file`` first."""
-    command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 600"
+    """An agent whose first tool call runs 'sleep 600', writing the shell's pid to ``pid_file`` first.
+
+    ``pid_file`` may be a FIFO the test reads (``waiting.open_fifo``): the test
+    then wakes when the pid is written, instead of looking for the file.
+    """
+    command = f"echo $$ > {pid_file} && exec sleep 600"
 
     def respond(request: condukt.ModelRequest) -> Any:
         if type(request.messages[-1]) is ToolResultMessage:

@@ -14,6 +14,7 @@ import pydantic
 import pytest
 import trio
 from ag_ui.core import Event, EventType, RunAgentInput
+from waiting import open_fifo
 
 import condukt
 import condukt.web
@@ -179,19 +180,17 @@ async def test_a_client_leaving_mid_stream_aborts_the_run(
     tmp_path: Path, process_gone: Callable[[int], bool], wall_bound: Any
 ) -> None:
     pid_file = tmp_path / "pid"
-    async with served(sleeper(pid_file)) as client:
+    async with served(sleeper(pid_file)) as client, open_fifo(pid_file) as pids:
         body = run_input([{"id": "u1", "role": "user", "content": "sleep"}])
         async with client.stream("POST", "/", json=body) as response:
             lines = response.aiter_lines()  # kept: an abandoned iterator is closed, and the response with it
             async for line in lines:
                 if "TOOL_CALL_END" in line:
                     break
-            with trio.fail_after(10):
-                while not pid_file.exists():  # the tool runs its `sleep 600`; the client is still there
-                    await trio.sleep(0.01)
+            pid = int(await pids.receive_line(timeout=10))  # the tool runs its `sleep 600`; the client is still there
         # The client left.
         with wall_bound(2.0, "the sleep being killed after the client left"):
-            assert await trio.to_thread.run_sync(process_gone, int(pid_file.read_text()))
+            assert await trio.to_thread.run_sync(process_gone, pid)
 
 
 async def test_ag_ui_clients_own_http_agent() -> None:

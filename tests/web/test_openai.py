@@ -16,6 +16,7 @@ import pytest
 import trio
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
+from waiting import open_fifo
 
 import condukt
 import condukt.web
@@ -303,8 +304,7 @@ async def test_a_run_that_times_out_is_not_retried_by_the_sdk(tmp_path: Path) ->
 async def test_a_client_leaving_mid_stream_aborts_the_run(
     tmp_path: Path, process_gone: Callable[[int], bool], wall_bound: Any
 ) -> None:
-    pid_file = tmp_path / "pid"
-    async with served(tmp_path) as (client, _):
+    async with served(tmp_path) as (client, _), open_fifo(tmp_path / "pid") as pids:
         stream = await client.chat.completions.create(
             model="sleeper", messages=[{"role": "user", "content": "sleep"}], stream=True
         )
@@ -313,12 +313,10 @@ async def test_a_client_leaving_mid_stream_aborts_the_run(
             texts.append(chunk.choices[0].delta.content or "")
             if "Going to sleep." in "".join(texts):
                 break
-        with trio.fail_after(10):
-            while not pid_file.exists():  # the tool runs its `sleep 600`
-                await trio.sleep(0.01)
+        pid = int(await pids.receive_line(timeout=10))  # the tool runs its `sleep 600`
         with wall_bound(2.0, "the sleep being killed after the client left"):
             await stream.close()
-            assert await trio.to_thread.run_sync(process_gone, int(pid_file.read_text()))
+            assert await trio.to_thread.run_sync(process_gone, pid)
 
 
 def test_served_on_asyncio_by_uvicorn_with_its_own_node() -> None:

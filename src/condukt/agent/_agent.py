@@ -58,8 +58,9 @@ class Agent(AgentServer):
 
     handle_class = AgentHandle
     # Every run is a task in the agent's nursery: open it at start, and let
-    # its cancel scope be the process's (spawn + run + stop: 865k -> 810k
-    # instructions; an agent stopped without a run pays ~+46k instead).
+    # its cancel scope be the process's: spawn + run + stop costs fewer
+    # instructions, an agent stopped without a run a few more
+    # (benchmarks/agent_instructions.py).
     nursery_at_start = True
 
     #: ``"provider:model"`` or a :class:`~condukt.providers.Model`.

@@ -122,8 +122,8 @@ def run_request(
     settings: Any = None,
 ) -> RunRequest:
     """A checked :class:`RunRequest`: every argument error is raised here, in the caller."""
-    # The checks are called only where they have something to check (each call
-    # is about 1% of a run on an in-process model).
+    # The checks are called only where they have something to check: each call
+    # is a measurable part of a run on an in-process model (benchmarks/agent_loop.py).
     if not isinstance(prompt, str):
         check_str("prompt", prompt, optional=False)
     if timeout is not None:

@@ -105,17 +105,18 @@ class Lifecycle:
         #: The run that is RUNNING or FINISHING.
         self.current: Run | None = None
         # Both start as a shared empty tuple and become deques when first
-        # used: an empty deque is 624 bytes, and most agents never queue.
+        # used: an empty deque is large (benchmarks/code_choices.py), and most
+        # agents never queue.
         self.queue: deque[Run | _Operation] = _EMPTY
         self.follow_ups: deque[str] = _EMPTY
         self._guarding = False
         # The job's task: a worker started when the agent gets busy, which
         # runs job after job while any wait and ends when the agent is idle
         # again, or the task of a caller hosting its run (``_hosted_job``).
-        # (Keeping a worker parked between jobs measured ~7% cheaper for
-        # back-to-back runs on one agent, but ~7% dearer for spawn + run +
-        # stop, and it keeps a task and its frames alive in every agent that
-        # ever ran; hosting saves more, and keeps nothing.)
+        # (Keeping a worker parked between jobs made back-to-back runs on one
+        # agent cheaper but spawn + run + stop dearer, by about as much
+        # (benchmarks/agent_loop.py), and it keeps a task and its frames alive
+        # in every agent that ever ran; hosting saves more, and keeps nothing.)
         self._worker: Task | None = None
         # Nurseries the worker had open before its job (a caller hosting its run may have some).
         self._depth = 0
@@ -239,8 +240,8 @@ class Lifecycle:
                 # Not a run whose end awaits listeners or hooks (events to
                 # deliver, a store to save to): its caller could be held there
                 # by a listener its own cancellation stopped, and such a run
-                # costs more hosted than in a worker (callgrind: 399k against
-                # 388k instructions with a no-op ``on_event``).
+                # costs more hosted than in a worker (``benchmarks/agent_instructions.py
+                # N on_event`` counts it).
                 caller.host(self._hosted_job, self._cancel_hosted)
             else:
                 self.ctx.agent.start_soon(self._work)

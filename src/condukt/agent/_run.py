@@ -119,8 +119,8 @@ class Run:
         self.scope = _NOT_STARTED
         self.aborted = False
         # Sequences that are usually empty start as (): a run makes few
-        # objects, which is what keeps 10,000 runs in flight cheap (the
-        # cyclic GC's cost grows with every live container).
+        # objects, which is what keeps many runs in flight cheap (the cyclic
+        # GC's cost grows with every live container; benchmarks/agent_loop.py).
         #: Steers waiting for the next request.
         self.steers: Sequence[str] = ()
         #: Steers added to the history since the last completed turn (given back if it is dropped).

@@ -149,8 +149,9 @@ async def _run_hosted(
         if waiter is not None:  # the exiting process waits for the work to end
             reschedule(waiter)
     yielded = steps.yielded
-    # Nothing of the work stays alive while the caller waits below (with
-    # 10,000 callers at once, that is 60,000 objects less for the cyclic GC).
+    # Nothing of the work stays alive while the caller waits below: fewer objects
+    # for the cyclic GC to walk when many callers wait (benchmarks/agent_loop.py,
+    # its concurrent runs).
     hosted = steps = work = cancel = None  # type: ignore[assignment]
     early = caller._early
     if early is not None:

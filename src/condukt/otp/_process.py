@@ -509,7 +509,7 @@ class Process(Timed):
                             # Nothing can run in the nursery any more: exit now, so
                             # whoever waits for the exit runs in the same scheduling
                             # batch as the nursery's closing checkpoint, not after it
-                            # (spawn + run + stop of an agent: ~14k instructions less).
+                            # (fewer instructions a spawn + run + stop: benchmarks/agent_instructions.py).
                             self._nursery = None
                             stop = self._stop
                             assert stop is not None

@@ -69,9 +69,9 @@ class Server:
     #: Low-level hook: open the process's task nursery as soon as its loop
     #: starts, its cancel scope doubling as the process's. For behaviours whose
     #: processes start a task for most of their work (an agent starts one per
-    #: run): it saves a cancel scope per process (~48k instructions, measured
-    #: on spawn + run + stop of an agent); a process that never starts a task
-    #: pays for a nursery instead (spawn + stop alone: ~+48k).
+    #: run): it saves a cancel scope per process; a process that never starts
+    #: a task pays for a nursery instead (``benchmarks/agent_instructions.py``
+    #: and ``benchmarks/otp_instructions.py`` count both).
     nursery_at_start: ClassVar[bool] = False
     # Supervisors open their children's nursery before ``init`` runs.
     _eager_nursery: ClassVar[bool] = False

@@ -29,7 +29,7 @@ docs/benchmarks.md, "sandboxes").
 """
 
 # The C module behind `signal`: the same functions and numbers, without
-# importing enum (5 ms of the launcher's start, measured with -X importtime).
+# importing enum, a good part of the launcher's start (benchmarks/code_choices.py).
 import _signal as signal  # type: ignore[import-not-found]
 import os
 import sys
@@ -43,8 +43,8 @@ def _subreaper() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        # _ctypes directly where it has call_function (3.5 ms less than
-        # importing ctypes, measured with -X importtime); ctypes otherwise.
+        # _ctypes directly where it has call_function (cheaper to import than
+        # ctypes: benchmarks/code_choices.py); ctypes otherwise.
         import _ctypes
 
         prctl = _ctypes.dlsym(_ctypes.dlopen(None), "prctl")  # type: ignore[arg-type]

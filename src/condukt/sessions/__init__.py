@@ -19,6 +19,7 @@ the :class:`SessionStore` protocol works as a store too. See
 ``docs/sessions.md``.
 """
 
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from ._engine import RUN_STATUSES, Lease, RunLog
@@ -69,6 +70,12 @@ __all__ = [
     "decode",
     "encode",
 ]
+
+# PostgresStore needs psycopg (the [postgres] extra). Without it the name stays out of
+# __all__, so `from condukt.sessions import *` works; asking for it by name still raises
+# the ImportError that names the extra.
+if importlib.util.find_spec("psycopg") is None:  # pragma: no cover - depends on the installed extras
+    __all__.remove("PostgresStore")
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ import re
 import sys
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs 6 ms to import: this process starts for every search
+if TYPE_CHECKING:  # typing is slow to import (benchmarks/code_choices.py): this process starts for every search
     from collections.abc import Callable, Iterable, Iterator
     from typing import Any
 

@@ -264,7 +264,7 @@ class _Observer:
                     raise HTTPError(503, "NotReady", f"the node is not running: {exc}") from None
                 self._sample(snap, stats)
                 # A process whose view did not change keeps its JSON: comparing views costs
-                # a tenth of encoding one (measured: benchmarks/observer.py).
+                # far less than encoding one (benchmarks/observer.py).
                 previous = self._encoded
                 encode, unstructure = dumps, serialization.unstructure
                 encoded: dict[str, tuple[ProcessView, bytes]] = {}

@@ -546,10 +546,10 @@ class HttpModel(abc.ABC):
             timeouts = self._request_timeouts()
             transport = self._services.transport if self._http_client is None else None
             if isinstance(transport, TrioTransport):
-                # The node's own transport: no httpx request and response objects (about 45 us
-                # a request, and a dozen objects for the garbage collector), the head encoded
+                # The node's own transport: no httpx request and response objects (their CPU
+                # and their objects for the garbage collector), the head encoded
                 # once per model; an error status or an encoded body still goes through
-                # ``httpx.Response``.
+                # ``httpx.Response``. benchmarks/providers_openai.py measures the client path.
                 try:
                     prepared = self._prepared
                     if prepared is None or prepared.transport is not transport:
@@ -607,7 +607,8 @@ class HttpModel(abc.ABC):
             sent: httpx.Response = await self._http_client.send(request, stream=True)
             return sent
         # The node's own client adds nothing a model API needs (cookies, auth
-        # flows, redirects, hooks) but ~50 us a request: go to its transport.
+        # flows, redirects, hooks) but CPU per request (benchmarks/providers_openai.py):
+        # go to its transport.
         response = await self._services.transport.handle_async_request(request)
         response.request = request
         return response

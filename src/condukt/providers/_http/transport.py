@@ -190,9 +190,10 @@ def _select_readable(fd: int) -> bool:
 
 #: Whether an idle socket has something to read (data, EOF or a reset), without waiting.
 #: ``select.poll`` where there is one (POSIX: no ``FD_SETSIZE`` limit on the
-#: descriptor, about 1.3 us); ``select.select`` on one socket elsewhere
+#: descriptor, and the cheapest check); ``select.select`` on one socket elsewhere
 #: (Windows, whose ``select`` takes any socket handle). A non-blocking
-#: ``recv(MSG_PEEK)`` would need a second socket object per check (9 us).
+#: ``recv(MSG_PEEK)`` would need a second socket object per check, several
+#: times dearer (benchmarks/code_choices.py compares the three).
 _readable = _poll_readable if hasattr(select, "poll") else _select_readable
 
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 import trio
-from web.node_clients import node_modules  # tests/ is on sys.path: its packages import each other by name
 
 import condukt
 import condukt.mcp
 from condukt.messages import TextBlock, ToolResultMessage
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
+from tests.web.node_clients import node_modules
 
 
 def everything() -> condukt.mcp.McpServer:

@@ -16,7 +16,8 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Task, TaskState, TaskStatus
 from starlette.applications import Starlette
-from web.helpers import free_port, uvicorn_server  # tests/ is on sys.path: its packages import each other by name
+
+from tests.web.helpers import free_port, uvicorn_server
 
 
 class Echo(AgentExecutor):

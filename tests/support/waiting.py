@@ -1,7 +1,7 @@
 """Waits on events for the test packages: no test polls with ``sleep``.
 
-tests/ is on ``sys.path`` (pytest's rootdir conftest), so every package
-imports this module by name: ``from waiting import Watched``.
+tests/support is on ``sys.path`` (pyproject's ``pythonpath``), so every
+test package imports this module by name: ``from waiting import Watched``.
 
 * :class:`Watched`: a list whose changes wake the tasks waiting for a
   condition on it (a tool's calls, an agent's events, restarted incarnations);

@@ -28,11 +28,12 @@ from a2a.types import (
 )
 from starlette.applications import Starlette
 from starlette.routing import Mount
-from web.helpers import hypercorn_trio  # tests/ is on sys.path: its packages import each other by name
-from web.protocol_agents import Assistant, sleeper
+from waiting import open_fifo
 
 import condukt
 import condukt.a2a
+from tests.web.helpers import hypercorn_trio
+from tests.web.protocol_agents import Assistant, sleeper
 
 TOKEN = "a2a-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -139,17 +140,14 @@ async def test_a2a_0_3_method_names_over_plain_json_rpc(tmp_path: Path) -> None:
 async def test_cancel_aborts_the_run_and_a_client_leaving_does_not(
     tmp_path: Path, process_gone: Callable[[int], bool], wall_bound: Any
 ) -> None:
-    pid_file = tmp_path / "pid"
-    async with served(tmp_path) as (url, _), client(f"{url}/sleeper", streaming=True) as a2a_client:
+    async with served(tmp_path) as (url, _), open_fifo(tmp_path / "pid") as pids, \
+            client(f"{url}/sleeper", streaming=True) as a2a_client:
         task_id = ""
         async for response in a2a_client.send_message(user("sleep")):
             task_id = task_id or response.task.id
             if response.HasField("artifact_update"):
                 break  # the client leaves mid-stream: "Going to sleep." came, the tool runs
-        with trio.fail_after(10):
-            while not pid_file.exists():
-                await trio.sleep(0.01)
-        pid = int(pid_file.read_text())
+        pid = int(await pids.receive_line(timeout=10))
         task = await a2a_client.get_task(GetTaskRequest(id=task_id))
         assert task.status.state == TaskState.TASK_STATE_WORKING  # the task goes on without the stream
         os.kill(pid, 0)  # still running: leaving the stream stopped nothing

@@ -9,13 +9,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from web.helpers import hypercorn_trio  # tests/ is on sys.path: its packages import each other by name
-from web.protocol_agents import Assistant
 
 import condukt
 import condukt.a2a
 from condukt.messages import ToolResultMessage
 from condukt.testing import FunctionModel, call, reply
+from tests.web.helpers import hypercorn_trio
+from tests.web.protocol_agents import Assistant
 
 from .sdk_server import sdk_agent
 

@@ -21,7 +21,6 @@ import pytest
 import trio
 import trio.testing
 from waiting import TIMEOUT, WallBound, open_fifo_asyncio
-from web.helpers import uvicorn_server  # tests/ is on sys.path: its packages import each other by name
 
 import condukt
 import condukt.asyncio as ca
@@ -29,6 +28,7 @@ from condukt.events import Done, TextDelta
 from condukt.messages import AssistantMessage, TextBlock, Usage
 from condukt.providers import ProviderUnavailable
 from condukt.testing import FunctionModel, ScriptedModel, call, reply
+from tests.web.helpers import uvicorn_server
 
 
 @pytest.fixture(params=["guest", "thread"])

@@ -26,7 +26,7 @@ from condukt.events import TextDelta
 from condukt.testing import FunctionModel, ScriptedModel, reply
 
 # tests/ is on sys.path: the bridge's tests lend their helpers.
-from embedding.test_asyncio_bridge import _add_instrument, _Chatty, _IOWaits, _nothing, _remove_instrument
+from tests.asyncio.test_bridge import _add_instrument, _Chatty, _IOWaits, _nothing, _remove_instrument
 
 #: Each proxy class and the trio class it stands for.
 PAIRS: list[tuple[type, type]] = [
