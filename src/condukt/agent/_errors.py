@@ -193,7 +193,7 @@ class HandoffFailed(AgentError):
 
 
 class HandoffCycle(AgentError):
-    """A handoff would hand the conversation back to an agent class already in the chain, or exceed ``max_handoffs``.
+    """A handoff would hand the conversation back to an agent class already in the chain (a cycle).
 
     ``chain`` holds the agent classes' names in handoff order, the refused target last.
     """
