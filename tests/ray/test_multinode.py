@@ -218,15 +218,18 @@ def test_a_lost_raylet_gives_noconnection_releases_names_and_its_agent_returns_f
     if os.environ.get(CHILD):
         pytest.skip("the child runs the test itself")
     test = f"{__file__}::lost_raylet"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", test, "-q", "-p", "no:cacheprovider", "-o", "python_functions=lost_*"],
-        env={**os.environ, CHILD: "1"},
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    command = [sys.executable, "-m", "pytest", test, "-q", "-p", "no:cacheprovider", "-o", "python_functions=lost_*"]
+    for attempt in (1, 2):
+        done = subprocess.run(command, env={**os.environ, CHILD: "1"}, capture_output=True, text=True, timeout=1200)
+        # A Ray worker that crashes while the two fresh Ray nodes bring up their first actors (Ray's
+        # "Worker unexpectedly exits ... SYSTEM_ERROR", seen on this 2-core machine under load) fails
+        # add_node before anything of the test happened: that setup is tried once more. A failure
+        # anywhere after the nodes are up fails the test at once.
+        setup_failed = "in lost_raylet\n" in done.stdout and "await cluster.add_node(" in done.stdout
+        if done.returncode == 0 or not setup_failed or attempt == 2:
+            break
     assert done.returncode == 0, done.stdout[-20_000:] + done.stderr[-5_000:]
-    assert "1 passed" in done.stdout
+    assert done.stdout.lstrip().startswith("."), done.stdout  # the child ran the test (not skipped)
 
 
 async def lost_raylet(two_ray_nodes: RayNodes, postgres: PostgresServer) -> None:
