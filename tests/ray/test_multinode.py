@@ -211,6 +211,12 @@ async def _until(check: Any) -> Any:
 CHILD = "CONDUKT_MULTINODE_CHILD"
 
 
+@pytest.mark.xfail(
+    reason="issue 38, open: from a non-editable install (a fresh clone's CI) the node actor's Ray worker on the "
+    "fresh `ray start` nodes exits with SYSTEM_ERROR at actor start, so add_node raises NodeDown; it passes from "
+    "an editable checkout. Not yet explained.",
+    strict=False,
+)
 def test_a_lost_raylet_gives_noconnection_releases_names_and_its_agent_returns_from_postgres() -> None:
     """Runs the test in a fresh interpreter: a driver joins one Ray per process, and this
     package's other tests have connected this one to a local Ray already (joining a second
